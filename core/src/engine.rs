@@ -1,0 +1,325 @@
+//! CortexMemory: the engine that composes a provider, a store and hybrid retrieval.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
+use uuid::Uuid;
+
+use crate::embedding::validate_embedding;
+use crate::error::{CortexError, EmbeddingProblem, Result};
+use crate::hybrid::{ScoredMemory, hybrid_retrieve};
+use crate::index::MemoryIndex;
+use crate::memory::{
+    DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, NewMemory, validate_content,
+    validate_user,
+};
+use crate::provider::{EmbedTask, LLMProvider};
+use crate::signature::EmbeddingSignature;
+use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
+use crate::tokenizer::query_terms;
+
+/// Largest `top_k` or list limit the engine accepts.
+pub const MAX_LIMIT: usize = 1000;
+/// Fewest hex characters a forget prefix must have.
+pub const MIN_PREFIX_HEX: usize = 4;
+
+/// Engine limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Largest memory content, in bytes of UTF-8.
+    pub max_content_bytes: usize,
+    /// Largest recall query, in bytes of UTF-8.
+    pub max_query_bytes: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_content_bytes: DEFAULT_MAX_CONTENT_BYTES,
+            max_query_bytes: DEFAULT_MAX_CONTENT_BYTES,
+        }
+    }
+}
+
+/// What memorize did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemorizeStatus {
+    /// A new memory was written.
+    Stored,
+}
+
+impl MemorizeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemorizeStatus::Stored => "stored",
+        }
+    }
+}
+
+/// The outcome of [`CortexMemory::memorize`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memorized {
+    pub memory: Memory,
+    pub status: MemorizeStatus,
+}
+
+type IndexSlot = Arc<RwLock<Option<BuiltIndex>>>;
+
+/// The memory engine. memorize is one embed plus one store transaction; recall is one
+/// embed plus retrieval, pushed down to the store when it can, else over a per-user index
+/// cached in this process and kept current by a change counter.
+#[derive(Debug)]
+pub struct CortexMemory {
+    store: Arc<dyn MemoryStore>,
+    embedder: Arc<dyn LLMProvider>,
+    config: EngineConfig,
+    /// The store's signature once known; it never changes after the first write.
+    stored_signature: OnceLock<EmbeddingSignature>,
+    indexes: Mutex<HashMap<String, IndexSlot>>,
+}
+
+impl CortexMemory {
+    pub fn new(store: Arc<dyn MemoryStore>, embedder: Arc<dyn LLMProvider>) -> Self {
+        Self::with_config(store, embedder, EngineConfig::default())
+    }
+
+    pub fn with_config(
+        store: Arc<dyn MemoryStore>,
+        embedder: Arc<dyn LLMProvider>,
+        config: EngineConfig,
+    ) -> Self {
+        Self {
+            store,
+            embedder,
+            config,
+            stored_signature: OnceLock::new(),
+            indexes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Validates, embeds once and stores one memory in one transaction.
+    pub async fn memorize(
+        &self,
+        user: &str,
+        content: &str,
+        kind: MemoryKind,
+        tags: &[String],
+    ) -> Result<Memorized> {
+        let new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
+        let signature = self.guard_signature().await?.1;
+        let vector = self
+            .embed_one(content, EmbedTask::Document, &signature)
+            .await?;
+        let added = self.store.add(&new, &vector, &signature).await?;
+        let _ = self.stored_signature.set(signature);
+        let memory = added.memory.clone();
+        self.update_cached(user, added.generation, move |index| {
+            index.insert(added.memory, &vector).is_ok()
+        })
+        .await;
+        Ok(Memorized {
+            memory,
+            status: MemorizeStatus::Stored,
+        })
+    }
+
+    /// The `top_k` live memories most relevant to `query`, best first.
+    pub async fn recall(&self, user: &str, query: &str, top_k: usize) -> Result<Vec<ScoredMemory>> {
+        validate_user(user)?;
+        validate_content("query", query, self.config.max_query_bytes)?;
+        check_limit("top_k", top_k)?;
+        let (stored, signature) = self.guard_signature().await?;
+        let embedding = self.embed_one(query, EmbedTask::Query, &signature).await?;
+        if stored.is_none() {
+            // Nothing was ever written to this store.
+            return Ok(Vec::new());
+        }
+        let terms = query_terms(query);
+        if self.store.capabilities().search {
+            let request = SearchRequest {
+                query: query.to_owned(),
+                terms,
+                embedding,
+                top_k,
+            };
+            return Ok(self.store.search(user, &request).await?);
+        }
+        let built = self.current_index(user, signature.dimension).await?;
+        let index = built.as_ref().map(|b| &b.index);
+        Ok(index.map_or_else(Vec::new, |index| {
+            hybrid_retrieve(index, &embedding, &terms, top_k)
+        }))
+    }
+
+    /// Live memories, newest first.
+    pub async fn list_memories(&self, user: &str, limit: usize) -> Result<Vec<Memory>> {
+        validate_user(user)?;
+        check_limit("limit", limit)?;
+        Ok(self.store.list(user, limit).await?)
+    }
+
+    /// Number of live memories.
+    pub async fn count(&self, user: &str) -> Result<u64> {
+        validate_user(user)?;
+        Ok(self.store.count(user).await?)
+    }
+
+    /// Deletes one memory by full id or by a prefix of at least four hex characters that
+    /// matches exactly one memory; returns its full id.
+    pub async fn forget(&self, user: &str, id_or_prefix: &str) -> Result<MemoryId> {
+        validate_user(user)?;
+        let id = self.resolve(user, id_or_prefix).await?;
+        let deleted = self
+            .store
+            .delete(user, &id)
+            .await?
+            .ok_or_else(|| CortexError::NotFound {
+                id: id_or_prefix.trim().to_owned(),
+            })?;
+        // Memories the deleted one had superseded are live again; the cache cannot add
+        // them without their vectors, so it rebuilds on the next recall instead.
+        let in_place = deleted.restored.is_empty();
+        self.update_cached(user, deleted.generation, move |index| {
+            in_place && index.remove(&id)
+        })
+        .await;
+        Ok(id)
+    }
+
+    /// The full id a caller's id or prefix names.
+    pub async fn resolve(&self, user: &str, id_or_prefix: &str) -> Result<MemoryId> {
+        let wanted = id_or_prefix.trim().to_lowercase();
+        if let Ok(id) = Uuid::parse_str(&wanted) {
+            return Ok(id);
+        }
+        let hex = wanted.chars().filter(char::is_ascii_hexdigit).count();
+        let well_formed =
+            wanted.len() <= 36 && wanted.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+        if !well_formed || hex < MIN_PREFIX_HEX {
+            return Err(CortexError::invalid(
+                "memory_id",
+                format!(
+                    "{id_or_prefix:?} is neither a memory id nor a prefix of at least \
+                     {MIN_PREFIX_HEX} hex characters"
+                ),
+            ));
+        }
+        let matches = self.store.find_by_prefix(user, &wanted).await?;
+        match matches.as_slice() {
+            [] => Err(CortexError::NotFound { id: wanted }),
+            [id] => Ok(*id),
+            many => Err(CortexError::AmbiguousPrefix {
+                prefix: wanted,
+                count: many.len(),
+            }),
+        }
+    }
+
+    /// The store's signature (if any) and the provider's, refusing a mismatch. Runs before
+    /// the embed call so a mismatched store costs no provider call.
+    async fn guard_signature(&self) -> Result<(Option<EmbeddingSignature>, EmbeddingSignature)> {
+        let got = self.embedder.embedding_signature();
+        let stored = match self.stored_signature.get() {
+            Some(known) => Some(known.clone()),
+            None => {
+                let read = self.store.signature().await?;
+                if let Some(sig) = &read {
+                    let _ = self.stored_signature.set(sig.clone());
+                }
+                read
+            }
+        };
+        match stored {
+            Some(stored) if stored != got => Err(CortexError::EmbeddingMismatch { stored, got }),
+            stored => Ok((stored, got)),
+        }
+    }
+
+    /// One embed call for one text, with the vector checked before anything uses it.
+    async fn embed_one(
+        &self,
+        text: &str,
+        task: EmbedTask,
+        signature: &EmbeddingSignature,
+    ) -> Result<Vec<f32>> {
+        let result = self.embedder.embed(&[text.to_owned()], task).await?;
+        let got = result.vectors.len();
+        let Ok([vector]) = <[Vec<f32>; 1]>::try_from(result.vectors) else {
+            return Err(EmbeddingProblem::WrongCount { expected: 1, got }.into());
+        };
+        validate_embedding(&vector, signature.dimension)?;
+        Ok(vector)
+    }
+
+    fn slot(&self, user: &str) -> IndexSlot {
+        let mut slots = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.entry(user.to_owned()).or_default().clone()
+    }
+
+    /// The user's cached index, rebuilt from the store only when its generation moved.
+    async fn current_index(
+        &self,
+        user: &str,
+        dimension: usize,
+    ) -> Result<OwnedRwLockReadGuard<Option<BuiltIndex>>> {
+        let slot = self.slot(user);
+        let current = self.store.generation(user).await?;
+        let fresh = |b: &Option<BuiltIndex>| {
+            b.as_ref()
+                .is_some_and(|b| b.generation == current && b.index.dimension() == dimension)
+        };
+        let read = slot.clone().read_owned().await;
+        if fresh(&read) {
+            return Ok(read);
+        }
+        drop(read);
+        let mut write = slot.write_owned().await;
+        if !fresh(&write) {
+            *write = Some(self.store.build_index(user, dimension).await?);
+        }
+        Ok(write.downgrade())
+    }
+
+    /// Applies this process's own write to the cached index when it is the only change
+    /// since the cache was built; otherwise drops the cache so the next recall rebuilds.
+    async fn update_cached(
+        &self,
+        user: &str,
+        generation: Generation,
+        apply: impl FnOnce(&mut MemoryIndex) -> bool,
+    ) {
+        let slot = self.slot(user);
+        let mut cached = slot.write().await;
+        let Some(built) = cached.as_mut() else {
+            return;
+        };
+        if built.generation >= generation {
+            return; // a rebuild already saw this write
+        }
+        if built.generation.0 + 1 == generation.0 && apply(&mut built.index) {
+            built.generation = generation;
+        } else {
+            *cached = None;
+        }
+    }
+}
+
+fn check_limit(field: &'static str, value: usize) -> Result<()> {
+    if value == 0 || value > MAX_LIMIT {
+        return Err(CortexError::invalid(
+            field,
+            format!("must be between 1 and {MAX_LIMIT}; got {value}"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! The error types a caller can match on.
+
+use crate::signature::EmbeddingSignature;
+
+/// A boxed error from a lower layer (a driver, an HTTP client), kept as a source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything the engine can refuse or fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CortexError {
+    /// No memory with this id (or prefix) exists for this user.
+    #[error("no memory matches {id:?}")]
+    NotFound { id: String },
+
+    /// A short id prefix matched more than one memory; nothing was deleted.
+    #[error("prefix {prefix:?} matches {count} memories; give more characters of the id")]
+    AmbiguousPrefix { prefix: String, count: usize },
+
+    /// The caller's input was refused before anything was written.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput { field: &'static str, reason: String },
+
+    /// An embedding vector failed validation before any write.
+    #[error("invalid embedding: {0}")]
+    InvalidEmbedding(#[from] EmbeddingProblem),
+
+    /// The store was written with another embedding model or dimension.
+    #[error(
+        "embedding signature mismatch: the store holds {stored}, the provider gives {got}; \
+         use the original model or a new store"
+    )]
+    EmbeddingMismatch {
+        stored: EmbeddingSignature,
+        got: EmbeddingSignature,
+    },
+
+    /// An optional layer was asked for while it is switched off.
+    #[error("the {layer} layer is off; set {variable}=1 to enable it")]
+    LayerDisabled {
+        layer: &'static str,
+        variable: &'static str,
+    },
+
+    /// The model provider failed.
+    #[error("provider: {0}")]
+    Provider(#[from] ProviderError),
+
+    /// The storage backend failed.
+    #[error("store: {0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for CortexError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            // The store enforces the signature inside its write transaction; surface it as
+            // the same error the engine's own guard gives.
+            StoreError::SignatureMismatch { stored, got } => {
+                CortexError::EmbeddingMismatch { stored, got }
+            }
+            other => CortexError::Store(other),
+        }
+    }
+}
+
+impl CortexError {
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        CortexError::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Why an embedding vector was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbeddingProblem {
+    #[error("the vector is empty")]
+    Empty,
+    #[error("expected dimension {expected}, got {got}")]
+    WrongDimension { expected: usize, got: usize },
+    #[error("component {index} is not finite")]
+    NonFinite { index: usize },
+    #[error("the vector is all zeros")]
+    Zero,
+    #[error("expected {expected} vectors, got {got}")]
+    WrongCount { expected: usize, got: usize },
+}
+
+/// A failure inside a storage backend.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The driver or database failed.
+    #[error("{backend}: {source}")]
+    Backend {
+        backend: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// The store holds data this version cannot read.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+    /// The schema could not be created or migrated.
+    #[error("schema: {0}")]
+    Schema(String),
+    /// The store is misconfigured (a bad path, URL or option).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The store's recorded embedding signature differs from the one written.
+    #[error("embedding signature mismatch: stored {stored}, got {got}")]
+    SignatureMismatch {
+        stored: EmbeddingSignature,
+        got: EmbeddingSignature,
+    },
+    /// A record refers to a memory or entity that does not exist for this user.
+    #[error("{0} does not exist for this user")]
+    MissingReference(String),
+    /// The backend does not implement this optional operation.
+    #[error("{0} is not supported by this store")]
+    Unsupported(&'static str),
+}
+
+impl StoreError {
+    /// Wraps a driver error.
+    pub fn backend(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        StoreError::Backend {
+            backend,
+            source: source.into(),
+        }
+    }
+}
+
+/// A failure inside a model provider.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// A required credential is not set; names the variable to set.
+    #[error("{variable} is not set; export it to use {provider}")]
+    MissingKey {
+        provider: &'static str,
+        variable: &'static str,
+    },
+    /// The provider answered with an error status.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        provider: &'static str,
+        status: u16,
+        message: String,
+    },
+    /// The request did not reach the provider or no answer came back.
+    #[error("{provider}: {message}")]
+    Transport {
+        provider: &'static str,
+        message: String,
+    },
+    /// The provider's answer did not have the documented shape.
+    #[error("{provider} sent an invalid response: {message}")]
+    InvalidResponse {
+        provider: &'static str,
+        message: String,
+    },
+    /// The provider cannot do this (Anthropic has no embeddings, say).
+    #[error("{provider} does not support {operation}")]
+    Unsupported {
+        provider: &'static str,
+        operation: &'static str,
+    },
+    /// The provider is misconfigured.
+    #[error("{0}")]
+    Config(String),
+}
+
+pub type Result<T, E = CortexError> = std::result::Result<T, E>;

@@ -1,0 +1,141 @@
+//! Hybrid retrieval: dense and BM25 candidate lists fused by Reciprocal Rank Fusion.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::index::{Hit, MemoryIndex};
+use crate::memory::Memory;
+
+/// The RRF constant (Cormack et al., 2009).
+pub const RRF_K: f64 = 60.0;
+
+/// Each retriever's candidate pool for a final `top_k`.
+pub fn candidate_pool(top_k: usize) -> usize {
+    top_k.saturating_mul(4).max(top_k)
+}
+
+/// One list's RRF contribution for a 1-based rank.
+pub fn rrf_term(rank: u32) -> f64 {
+    1.0 / (RRF_K + f64::from(rank))
+}
+
+/// A recalled memory with its fused score and each retriever's 1-based rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredMemory {
+    pub memory: Memory,
+    /// Sum of `1 / (60 + rank)` over the lists the memory appears in.
+    pub score: f64,
+    pub dense_rank: Option<u32>,
+    pub lexical_rank: Option<u32>,
+}
+
+/// Ranks a user's index for one query: each retriever's pool, fused by RRF, best `top_k`
+/// first; ties by earlier insertion. `query_terms` are the distinct byte-ordered terms.
+pub fn hybrid_retrieve(
+    index: &MemoryIndex,
+    query_embedding: &[f32],
+    query_terms: &[String],
+    top_k: usize,
+) -> Vec<ScoredMemory> {
+    let pool = candidate_pool(top_k);
+    let dense = index.dense_search(query_embedding, pool);
+    let lexical = index.lexical_search(query_terms, pool);
+    fuse(index, &dense, &lexical, top_k)
+}
+
+fn fuse(index: &MemoryIndex, dense: &[Hit], lexical: &[Hit], top_k: usize) -> Vec<ScoredMemory> {
+    // (dense rank, lexical rank) per row; the score is summed dense-then-lexical on every
+    // path so equal rank pairs give bit-equal scores.
+    let mut ranks: HashMap<usize, (Option<u32>, Option<u32>)> = HashMap::new();
+    for (i, hit) in dense.iter().enumerate() {
+        ranks.entry(hit.row).or_default().0 = Some(i as u32 + 1);
+    }
+    for (i, hit) in lexical.iter().enumerate() {
+        ranks.entry(hit.row).or_default().1 = Some(i as u32 + 1);
+    }
+    let mut fused: Vec<(usize, f64, Option<u32>, Option<u32>)> = ranks
+        .into_iter()
+        .map(|(row, (d, l))| {
+            let score = d.map_or(0.0, rrf_term) + l.map_or(0.0, rrf_term);
+            (row, score, d, l)
+        })
+        .collect();
+    fused.sort_unstable_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| index.memory(a.0).seq.cmp(&index.memory(b.0).seq))
+    });
+    fused.truncate(top_k);
+    fused
+        .into_iter()
+        .map(|(row, score, dense_rank, lexical_rank)| ScoredMemory {
+            memory: index.memory(row).clone(),
+            score,
+            dense_rank,
+            lexical_rank,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryKind;
+    use crate::tokenizer::query_terms;
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    fn memory(seq: i64, content: &str) -> Memory {
+        Memory {
+            id: Uuid::new_v4(),
+            user_id: "u".into(),
+            content: content.into(),
+            kind: MemoryKind::Note,
+            tags: vec![],
+            created_at: Utc::now(),
+            seq,
+        }
+    }
+
+    #[test]
+    fn pool_is_four_times_top_k() {
+        assert_eq!(candidate_pool(1), 4);
+        assert_eq!(candidate_pool(10), 40);
+        assert_eq!(candidate_pool(usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn both_lists_beat_one_and_ties_go_to_earlier_insertion() {
+        let mut index = MemoryIndex::new(2);
+        // seq 1: dense-only match; seq 2: lexical-only; seq 3: both.
+        index
+            .insert(memory(1, "nothing here"), &[1.0, 0.0])
+            .unwrap();
+        index.insert(memory(2, "zebra"), &[0.0, 1.0]).unwrap();
+        index
+            .insert(memory(3, "zebra stripes"), &[0.9, 0.1])
+            .unwrap();
+        let got = hybrid_retrieve(&index, &[0.9, 0.1], &query_terms("zebra"), 3);
+        let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
+        // seq 3: dense rank 1 + lexical rank 2 (BM25 favours the shorter "zebra").
+        assert_eq!(seqs, [3, 2, 1]);
+        assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(1), Some(2)));
+        assert_eq!(got[0].score, rrf_term(1) + rrf_term(2));
+        // seq 2: lexical rank 1 and dense rank 3 beats seq 1's dense rank 2 alone.
+        assert_eq!((got[1].dense_rank, got[1].lexical_rank), (Some(3), Some(1)));
+        assert_eq!((got[2].dense_rank, got[2].lexical_rank), (Some(2), None));
+    }
+
+    #[test]
+    fn equal_scores_rank_by_insertion() {
+        let mut index = MemoryIndex::new(2);
+        for seq in [5, 2, 9] {
+            index
+                .insert(memory(seq, "same words"), &[1.0, 1.0])
+                .unwrap();
+        }
+        let got = hybrid_retrieve(&index, &[1.0, 1.0], &query_terms("same"), 3);
+        let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
+        assert_eq!(seqs, [2, 5, 9]);
+    }
+}

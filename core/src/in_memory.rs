@@ -1,0 +1,359 @@
+//! The reference backend: everything in process memory, nothing persisted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::index::MemoryIndex;
+use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::records::{
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
+    TimelineEntry, normalize_entity_name,
+};
+use crate::signature::EmbeddingSignature;
+use crate::store::{
+    Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, StoreResult,
+};
+
+/// A [`MemoryStore`] held in a mutex: the behaviour every other backend is held to.
+#[derive(Debug, Default)]
+pub struct InMemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    signature: Option<EmbeddingSignature>,
+    last_seq: i64,
+    users: HashMap<String, UserData>,
+}
+
+#[derive(Debug, Default)]
+struct UserData {
+    /// Keyed by insertion sequence, so iteration is insertion order.
+    memories: BTreeMap<i64, (Memory, Vec<f32>)>,
+    seq_of: HashMap<MemoryId, i64>,
+    generation: u64,
+    events: Vec<Event>,
+    supersessions: Vec<Supersession>,
+    entities: Vec<Entity>,
+    edges: Vec<EntityEdge>,
+    links: Vec<(MemoryId, EntityId, EntityRole)>,
+}
+
+impl UserData {
+    fn memory(&self, id: &MemoryId) -> Option<&Memory> {
+        let seq = self.seq_of.get(id)?;
+        self.memories.get(seq).map(|(m, _)| m)
+    }
+
+    fn is_live(&self, id: &MemoryId) -> bool {
+        !self.supersessions.iter().any(|s| &s.old_id == id)
+    }
+
+    fn live(&self) -> impl DoubleEndedIterator<Item = &(Memory, Vec<f32>)> {
+        self.memories.values().filter(|(m, _)| self.is_live(&m.id))
+    }
+
+    fn require_memory(&self, id: &MemoryId) -> StoreResult<()> {
+        match self.seq_of.contains_key(id) {
+            true => Ok(()),
+            false => Err(StoreError::MissingReference(format!("memory {id}"))),
+        }
+    }
+
+    fn require_entity(&self, id: &EntityId) -> StoreResult<()> {
+        match self.entities.iter().any(|e| &e.id == id) {
+            true => Ok(()),
+            false => Err(StoreError::MissingReference(format!("entity {id}"))),
+        }
+    }
+
+    fn bump(&mut self) -> Generation {
+        self.generation += 1;
+        Generation(self.generation)
+    }
+}
+
+impl InMemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied write: every method
+        // validates before it mutates. So a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn with_user<T>(&self, user: &str, f: impl FnOnce(&UserData) -> T) -> T {
+        let state = self.state();
+        match state.users.get(user) {
+            Some(data) => f(data),
+            None => f(&UserData::default()),
+        }
+    }
+
+    fn with_user_mut<T>(&self, user: &str, f: impl FnOnce(&mut UserData) -> T) -> T {
+        let mut state = self.state();
+        f(state.users.entry(user.to_owned()).or_default())
+    }
+}
+
+#[async_trait]
+impl MemoryStore for InMemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
+        Ok(self.state().signature.clone())
+    }
+
+    async fn add(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Added> {
+        let mut state = self.state();
+        match &state.signature {
+            Some(stored) if stored != signature => {
+                return Err(StoreError::SignatureMismatch {
+                    stored: stored.clone(),
+                    got: signature.clone(),
+                });
+            }
+            Some(_) => {}
+            None => state.signature = Some(signature.clone()),
+        }
+        state.last_seq += 1;
+        let seq = state.last_seq;
+        let stored = memory.clone().into_memory(seq);
+        let data = state.users.entry(memory.user_id.clone()).or_default();
+        data.seq_of.insert(stored.id, seq);
+        data.memories
+            .insert(seq, (stored.clone(), embedding.to_vec()));
+        let generation = data.bump();
+        Ok(Added {
+            memory: stored,
+            generation,
+        })
+    }
+
+    async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
+        Ok(self.with_user(user, |d| d.memory(id).cloned()))
+    }
+
+    async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
+        Ok(self.with_user(user, |d| {
+            d.memories
+                .values()
+                .map(|(m, _)| m.id)
+                .filter(|id| id.hyphenated().to_string().starts_with(prefix))
+                .collect()
+        }))
+    }
+
+    async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
+        Ok(self.with_user_mut(user, |d| {
+            let seq = d.seq_of.remove(id)?;
+            d.memories.remove(&seq);
+            d.events.retain(|e| &e.memory_id != id);
+            d.links.retain(|(m, _, _)| m != id);
+            let superseded: Vec<MemoryId> = d
+                .supersessions
+                .iter()
+                .filter(|s| &s.new_id == id)
+                .map(|s| s.old_id)
+                .collect();
+            d.supersessions
+                .retain(|s| &s.old_id != id && &s.new_id != id);
+            d.edges.retain(|e| e.memory_id.as_ref() != Some(id));
+            let restored = superseded.into_iter().filter(|m| d.is_live(m)).collect();
+            Some(Deleted {
+                generation: d.bump(),
+                restored,
+            })
+        }))
+    }
+
+    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
+        Ok(self.with_user(user, |d| {
+            d.live().rev().take(limit).map(|(m, _)| m.clone()).collect()
+        }))
+    }
+
+    async fn count(&self, user: &str) -> StoreResult<u64> {
+        Ok(self.with_user(user, |d| d.live().count() as u64))
+    }
+
+    async fn generation(&self, user: &str) -> StoreResult<Generation> {
+        Ok(self.with_user(user, |d| Generation(d.generation)))
+    }
+
+    async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
+        self.with_user(user, |d| {
+            let mut index = MemoryIndex::new(dimension);
+            for (memory, vector) in d.live() {
+                index
+                    .insert(memory.clone(), vector)
+                    .map_err(|e| StoreError::Corrupt(format!("memory {}: {e}", memory.id)))?;
+            }
+            Ok(BuiltIndex {
+                index,
+                generation: Generation(d.generation),
+            })
+        })
+    }
+
+    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
+        self.with_user_mut(user, |d| {
+            d.require_memory(&event.memory_id)?;
+            d.events.push(event.clone());
+            Ok(())
+        })
+    }
+
+    async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        limit: usize,
+    ) -> StoreResult<Vec<TimelineEntry>> {
+        Ok(self.with_user(user, |d| {
+            let mut entries: Vec<TimelineEntry> = d
+                .events
+                .iter()
+                .filter(|e| range.contains(e.event_time))
+                .filter_map(|e| {
+                    Some(TimelineEntry {
+                        event: e.clone(),
+                        memory: d.memory(&e.memory_id)?.clone(),
+                    })
+                })
+                .collect();
+            entries.sort_by_key(|t| (t.event.event_time, t.memory.seq));
+            entries.truncate(limit);
+            entries
+        }))
+    }
+
+    async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
+        self.with_user_mut(user, |d| {
+            d.require_memory(&supersession.old_id)?;
+            d.require_memory(&supersession.new_id)?;
+            d.supersessions.push(supersession.clone());
+            Ok(d.bump())
+        })
+    }
+
+    async fn supersessions(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+    ) -> StoreResult<Vec<Supersession>> {
+        Ok(self.with_user(user, |d| {
+            d.supersessions
+                .iter()
+                .filter(|s| &s.old_id == memory_id || &s.new_id == memory_id)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
+        let keys = entity.keys();
+        Ok(self.with_user_mut(user, |d| {
+            let found = d
+                .entities
+                .iter_mut()
+                .find(|e| keys.iter().any(|k| e.answers_to(k)));
+            match found {
+                Some(existing) => {
+                    existing.merge(entity);
+                    existing.clone()
+                }
+                None => {
+                    let created = Entity::create(entity, chrono::Utc::now());
+                    d.entities.push(created.clone());
+                    created
+                }
+            }
+        }))
+    }
+
+    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
+        let key = normalize_entity_name(name);
+        Ok(self.with_user(user, |d| {
+            d.entities.iter().find(|e| e.answers_to(&key)).cloned()
+        }))
+    }
+
+    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
+        self.with_user_mut(user, |d| {
+            d.require_entity(&edge.source)?;
+            d.require_entity(&edge.target)?;
+            if let Some(m) = &edge.memory_id {
+                d.require_memory(m)?;
+            }
+            let exists = d.edges.iter().any(|e| {
+                e.source == edge.source && e.target == edge.target && e.label == edge.label
+            });
+            if !exists {
+                d.edges.push(edge.clone());
+            }
+            Ok(())
+        })
+    }
+
+    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
+        Ok(self.with_user(user, |d| {
+            d.edges
+                .iter()
+                .filter(|e| &e.source == entity || &e.target == entity)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn link_entity(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+        entity: &EntityId,
+        role: EntityRole,
+    ) -> StoreResult<()> {
+        self.with_user_mut(user, |d| {
+            d.require_memory(memory_id)?;
+            d.require_entity(entity)?;
+            let link = (*memory_id, *entity, role);
+            if !d.links.contains(&link) {
+                d.links.push(link);
+            }
+            Ok(())
+        })
+    }
+
+    async fn entity_memories(
+        &self,
+        user: &str,
+        entity: &EntityId,
+        limit: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        Ok(self.with_user(user, |d| {
+            d.live()
+                .rev()
+                .filter(|(m, _)| {
+                    d.links
+                        .iter()
+                        .any(|(mid, eid, _)| mid == &m.id && eid == entity)
+                })
+                .take(limit)
+                .map(|(m, _)| m.clone())
+                .collect()
+        }))
+    }
+}

@@ -1,0 +1,157 @@
+//! The in-memory index a user's live memories are materialised into: exact dense search
+//! and BM25, both incrementally updatable.
+
+mod dense;
+mod lexical;
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
+
+use crate::embedding::{normalized, validate_embedding};
+use crate::error::EmbeddingProblem;
+use crate::memory::{Memory, MemoryId};
+use dense::DenseMatrix;
+use lexical::LexicalIndex;
+
+/// One retriever's hit: an index row and its score (cosine or BM25).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub row: usize,
+    pub score: f64,
+}
+
+/// A user's live memories with their unit vectors and postings. Rows are dense
+/// (`0..len`); removal moves the last row into the gap.
+#[derive(Debug, Clone)]
+pub struct MemoryIndex {
+    memories: Vec<Memory>,
+    rows: HashMap<MemoryId, usize>,
+    dense: DenseMatrix,
+    lexical: LexicalIndex,
+}
+
+impl MemoryIndex {
+    pub fn new(dimension: usize) -> Self {
+        Self {
+            memories: Vec::new(),
+            rows: HashMap::new(),
+            dense: DenseMatrix::new(dimension),
+            lexical: LexicalIndex::default(),
+        }
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dense.dimension()
+    }
+
+    pub fn len(&self) -> usize {
+        self.memories.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.memories.is_empty()
+    }
+
+    pub fn contains(&self, id: &MemoryId) -> bool {
+        self.rows.contains_key(id)
+    }
+
+    pub fn memory(&self, row: usize) -> &Memory {
+        &self.memories[row]
+    }
+
+    /// Adds a memory (replacing one with the same id). The vector is validated here, so an
+    /// index never holds a vector a search could not use.
+    pub fn insert(&mut self, memory: Memory, embedding: &[f32]) -> Result<(), EmbeddingProblem> {
+        validate_embedding(embedding, self.dimension())?;
+        self.remove(&memory.id);
+        self.dense.push(&normalized(embedding));
+        self.lexical.push(&memory.content);
+        self.rows.insert(memory.id, self.memories.len());
+        self.memories.push(memory);
+        Ok(())
+    }
+
+    /// Removes a memory; false when it was not indexed.
+    pub fn remove(&mut self, id: &MemoryId) -> bool {
+        let Some(row) = self.rows.remove(id) else {
+            return false;
+        };
+        self.dense.swap_remove(row);
+        self.lexical.swap_remove(row);
+        self.memories.swap_remove(row);
+        if let Some(moved) = self.memories.get(row) {
+            self.rows.insert(moved.id, row);
+        }
+        true
+    }
+
+    /// Approximate heap bytes held (vectors, postings, memory records).
+    pub fn approx_bytes(&self) -> usize {
+        let records: usize = self
+            .memories
+            .iter()
+            .map(|m| {
+                std::mem::size_of::<Memory>()
+                    + m.content.capacity()
+                    + m.user_id.capacity()
+                    + m.tags.iter().map(|t| t.capacity() + 24).sum::<usize>()
+            })
+            .sum();
+        self.dense.bytes() + self.lexical.bytes() + records + self.rows.capacity() * 24
+    }
+
+    /// The `pool` rows most similar to `query` by cosine, best first, ties by insertion.
+    /// `query` must already be validated against the index's dimension.
+    pub fn dense_search(&self, query: &[f32], pool: usize) -> Vec<Hit> {
+        let unit = normalized(query);
+        let hits = self
+            .dense
+            .scores(&unit)
+            .into_iter()
+            .enumerate()
+            .map(|(row, s)| Hit {
+                row,
+                score: f64::from(s),
+            })
+            .collect();
+        self.top(hits, pool)
+    }
+
+    /// The `pool` rows with the highest BM25 score for `terms` (distinct, byte-ordered, as
+    /// [`query_terms`](crate::tokenizer::query_terms) gives them); rows with no query term
+    /// are not candidates.
+    pub fn lexical_search(&self, terms: &[String], pool: usize) -> Vec<Hit> {
+        let hits = self
+            .lexical
+            .scores(terms)
+            .into_iter()
+            .map(|(row, score)| Hit { row, score })
+            .collect();
+        self.top(hits, pool)
+    }
+
+    /// Partial selection of the best `k`, then a sort of just those.
+    fn top(&self, mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
+        let order = |a: &Hit, b: &Hit| self.rank_order(a, b);
+        if k == 0 {
+            return Vec::new();
+        }
+        if hits.len() > k {
+            hits.select_nth_unstable_by(k - 1, order);
+            hits.truncate(k);
+        }
+        hits.sort_unstable_by(order);
+        hits
+    }
+
+    /// Higher score first, then earlier insertion.
+    fn rank_order(&self, a: &Hit, b: &Hit) -> Ordering {
+        b.score
+            .partial_cmp(&a.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| self.memories[a.row].seq.cmp(&self.memories[b.row].seq))
+    }
+}

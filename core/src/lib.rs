@@ -1,0 +1,31 @@
+//! Cortex core: long-term memory for AI agents.
+//!
+//! This crate holds the types, the [`MemoryStore`] and [`LLMProvider`] seams, the
+//! in-memory index with exact dense search and BM25, hybrid retrieval fused by Reciprocal
+//! Rank Fusion, and the [`CortexMemory`] engine. It performs no I/O of its own: storage
+//! backends and model providers live in other crates.
+
+pub mod embedding;
+pub mod engine;
+pub mod error;
+pub mod hybrid;
+pub mod in_memory;
+pub mod index;
+pub mod memory;
+pub mod provider;
+pub mod records;
+pub mod signature;
+pub mod store;
+pub mod tokenizer;
+
+pub use engine::{CortexMemory, EngineConfig, MAX_LIMIT, MemorizeStatus, Memorized};
+pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
+pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve};
+pub use in_memory::InMemoryStore;
+pub use index::MemoryIndex;
+pub use memory::{Memory, MemoryId, MemoryKind, NewMemory};
+pub use provider::{EmbedResult, EmbedTask, GenResult, LLMProvider, TokenUsage};
+pub use signature::EmbeddingSignature;
+pub use store::{
+    Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
+};

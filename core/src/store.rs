@@ -1,0 +1,279 @@
+//! The one seam between the engine and storage.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::hybrid::ScoredMemory;
+use crate::index::MemoryIndex;
+use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::records::{
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
+    TimelineEntry,
+};
+use crate::signature::EmbeddingSignature;
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What a backend does natively (the OpenDAL way: flat flags, all off by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// [`MemoryStore::search`] runs the whole hybrid query in the backend.
+    pub search: bool,
+    /// Data outlives the process.
+    pub persistent: bool,
+    /// Other processes may write the same store concurrently.
+    pub shared: bool,
+}
+
+/// A per-user change counter. Every write that changes a user's live set (add, delete,
+/// supersede) bumps it by one in the same transaction, so a cached index knows whether
+/// it is current and whether one write of its own is the only change since.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Generation(pub u64);
+
+/// A stored memory and the user's generation right after the write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Added {
+    pub memory: Memory,
+    pub generation: Generation,
+}
+
+/// What a delete removed: the generation after it, and the memories it had superseded,
+/// which are live again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    pub generation: Generation,
+    pub restored: Vec<MemoryId>,
+}
+
+/// A user's live memories as an index, and the generation it reflects.
+#[derive(Debug, Clone)]
+pub struct BuiltIndex {
+    pub index: MemoryIndex,
+    pub generation: Generation,
+}
+
+/// One hybrid query for the [`MemoryStore::search`] pushdown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    pub query: String,
+    /// The distinct query terms in byte order, from the core tokenizer.
+    pub terms: Vec<String>,
+    pub embedding: Vec<f32>,
+    pub top_k: usize,
+}
+
+/// Storage for memories, the embedding signature and the enrichment records. Every method
+/// is scoped to one user; nothing is read or written across users.
+#[async_trait]
+pub trait MemoryStore: Send + Sync + fmt::Debug {
+    /// What this backend does natively.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// The signature recorded by the first write, if any.
+    async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>>;
+
+    /// Stores a memory and its vector in one transaction. The first write records
+    /// `signature`; a later write with another one fails with
+    /// [`StoreError::SignatureMismatch`] and writes nothing.
+    async fn add(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Added>;
+
+    async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>>;
+
+    /// Ids whose hyphenated lowercase form starts with `prefix` (already lowercased).
+    async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>>;
+
+    /// Deletes a memory with its events, entity links, the edges read from it and its
+    /// supersessions (memories it superseded become live again). `None` when it did not
+    /// exist.
+    async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>>;
+
+    /// Live memories, newest first.
+    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>>;
+
+    /// Number of live memories.
+    async fn count(&self, user: &str) -> StoreResult<u64>;
+
+    /// The user's current change counter (cheap: read on every recall).
+    async fn generation(&self, user: &str) -> StoreResult<Generation>;
+
+    /// The user's live memories materialised into an index of `dimension`.
+    async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex>;
+
+    /// The whole hybrid query run natively, for backends with
+    /// [`Capabilities::search`]; it must return what `hybrid_retrieve` returns over
+    /// [`build_index`](Self::build_index).
+    async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
+        let _ = (user, request);
+        Err(StoreError::Unsupported("search"))
+    }
+
+    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()>;
+
+    /// Events in `range`, oldest first, each with its memory.
+    async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        limit: usize,
+    ) -> StoreResult<Vec<TimelineEntry>>;
+
+    /// Marks `old_id` superseded by `new_id` (both must exist for the user).
+    async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation>;
+
+    /// Every supersession that names `memory_id` as old or new, oldest first.
+    async fn supersessions(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+    ) -> StoreResult<Vec<Supersession>>;
+
+    /// Finds the entity by normalised name or alias, merging the new name and aliases into
+    /// it, or creates it.
+    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity>;
+
+    /// The entity whose normalised name or alias equals `name` normalised.
+    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>>;
+
+    /// Adds a directed labelled edge; adding the same (source, target, label) again is a
+    /// no-op.
+    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()>;
+
+    /// Edges into and out of `entity`, oldest first.
+    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>>;
+
+    /// Links a memory to an entity; linking again is a no-op.
+    async fn link_entity(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+        entity: &EntityId,
+        role: EntityRole,
+    ) -> StoreResult<()>;
+
+    /// Live memories linked to `entity`, newest first.
+    async fn entity_memories(
+        &self,
+        user: &str,
+        entity: &EntityId,
+        limit: usize,
+    ) -> StoreResult<Vec<Memory>>;
+}
+
+// Forward every method, including the defaulted ones, so a wrapped store keeps its
+// capabilities and its pushdown.
+macro_rules! forward_store {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<S: MemoryStore + ?Sized> MemoryStore for $ptr<S> {
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
+                (**self).signature().await
+            }
+            async fn add(
+                &self,
+                memory: &NewMemory,
+                embedding: &[f32],
+                signature: &EmbeddingSignature,
+            ) -> StoreResult<Added> {
+                (**self).add(memory, embedding, signature).await
+            }
+            async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
+                (**self).get(user, id).await
+            }
+            async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
+                (**self).find_by_prefix(user, prefix).await
+            }
+            async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
+                (**self).delete(user, id).await
+            }
+            async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
+                (**self).list(user, limit).await
+            }
+            async fn count(&self, user: &str) -> StoreResult<u64> {
+                (**self).count(user).await
+            }
+            async fn generation(&self, user: &str) -> StoreResult<Generation> {
+                (**self).generation(user).await
+            }
+            async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
+                (**self).build_index(user, dimension).await
+            }
+            async fn search(
+                &self,
+                user: &str,
+                request: &SearchRequest,
+            ) -> StoreResult<Vec<ScoredMemory>> {
+                (**self).search(user, request).await
+            }
+            async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
+                (**self).add_event(user, event).await
+            }
+            async fn timeline(
+                &self,
+                user: &str,
+                range: &TimeRange,
+                limit: usize,
+            ) -> StoreResult<Vec<TimelineEntry>> {
+                (**self).timeline(user, range, limit).await
+            }
+            async fn supersede(
+                &self,
+                user: &str,
+                supersession: &Supersession,
+            ) -> StoreResult<Generation> {
+                (**self).supersede(user, supersession).await
+            }
+            async fn supersessions(
+                &self,
+                user: &str,
+                memory_id: &MemoryId,
+            ) -> StoreResult<Vec<Supersession>> {
+                (**self).supersessions(user, memory_id).await
+            }
+            async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
+                (**self).upsert_entity(user, entity).await
+            }
+            async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
+                (**self).find_entity(user, name).await
+            }
+            async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
+                (**self).add_edge(user, edge).await
+            }
+            async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
+                (**self).edges(user, entity).await
+            }
+            async fn link_entity(
+                &self,
+                user: &str,
+                memory_id: &MemoryId,
+                entity: &EntityId,
+                role: EntityRole,
+            ) -> StoreResult<()> {
+                (**self).link_entity(user, memory_id, entity, role).await
+            }
+            async fn entity_memories(
+                &self,
+                user: &str,
+                entity: &EntityId,
+                limit: usize,
+            ) -> StoreResult<Vec<Memory>> {
+                (**self).entity_memories(user, entity, limit).await
+            }
+        }
+    )*};
+}
+
+forward_store!(Arc, Box);
