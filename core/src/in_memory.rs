@@ -277,7 +277,7 @@ impl MemoryStore for InMemoryStore {
                     existing.clone()
                 }
                 None => {
-                    let created = Entity::create(entity, chrono::Utc::now());
+                    let created = Entity::create(entity, crate::memory::now());
                     d.entities.push(created.clone());
                     created
                 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -122,7 +122,7 @@ impl NewMemory {
             content: content.to_owned(),
             kind,
             tags: normalize_tags(tags)?,
-            created_at: Utc::now(),
+            created_at: now(),
         })
     }
 
@@ -140,7 +140,13 @@ impl NewMemory {
     }
 }
 
-/// Non-empty after trimming and at most `max_bytes` of UTF-8.
+/// The current time at the microsecond precision every backend stores, so a value
+/// written and read back compares equal.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// Non-empty after trimming, free of NUL, and at most `max_bytes` of UTF-8.
 pub fn validate_content(
     field: &'static str,
     text: &str,
@@ -148,6 +154,13 @@ pub fn validate_content(
 ) -> Result<(), CortexError> {
     if text.trim().is_empty() {
         return Err(CortexError::invalid(field, "must not be empty"));
+    }
+    if text.contains('\0') {
+        // Postgres text cannot hold NUL; refusing it everywhere keeps backends equal.
+        return Err(CortexError::invalid(
+            field,
+            "must not contain NUL characters",
+        ));
     }
     if text.len() > max_bytes {
         return Err(CortexError::invalid(
@@ -249,5 +262,6 @@ mod tests {
         assert!(validate_content("content", &"a".repeat(11), 10).is_err());
         // The limit is in bytes: 4 three-byte characters are 12 bytes.
         assert!(validate_content("content", "日本語日", 11).is_err());
+        assert!(validate_content("content", "a\0b", 10).is_err());
     }
 }

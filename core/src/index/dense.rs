@@ -47,23 +47,27 @@ impl DenseMatrix {
     }
 }
 
-/// Dot product with eight independent accumulators so the compiler can keep them in SIMD
-/// lanes; a single running sum would serialise every addition.
+/// Dot product accumulated in f64 over eight independent lanes (so the compiler keeps
+/// them in SIMD registers), rounded to f32 at the end. Each f32 x f32 product is exact in
+/// f64, so the result is the correctly rounded dot product up to f64 summation error,
+/// which the final rounding to f32 absorbs: vectors that tie mathematically get bit-equal
+/// scores whatever the order of their components, and then rank by insertion as the
+/// contract says.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     const LANES: usize = 8;
-    let mut acc = [0.0f32; LANES];
+    let mut acc = [0.0f64; LANES];
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
     for (x, y) in a_chunks.zip(b_chunks) {
         for i in 0..LANES {
-            acc[i] += x[i] * y[i];
+            acc[i] += f64::from(x[i]) * f64::from(y[i]);
         }
     }
-    let mut sum = acc.iter().sum::<f32>();
+    let mut sum = acc.iter().sum::<f64>();
     for (x, y) in a_rest.iter().zip(b_rest) {
-        sum += x * y;
+        sum += f64::from(*x) * f64::from(*y);
     }
-    sum
+    sum as f32
 }
 
 #[cfg(test)]
@@ -76,6 +80,20 @@ mod tests {
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
         let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
         assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+
+    #[test]
+    fn permuted_vectors_tie_exactly() {
+        let q = [0.3f32, 0.7, 0.1, 0.9, 0.2, 0.4, 0.6, 0.8, 0.5, 0.05];
+        let a = [0.0f32, 0.7, 0.0, 0.9, 0.0, 0.0, 0.6, 0.0, 0.0, 0.0];
+        // The same three products, met in another order.
+        let mut b = [0.0f32; 10];
+        let mut q2 = q;
+        (b[9], q2[9]) = (0.7, 0.7);
+        (b[0], q2[0]) = (0.9, 0.9);
+        (b[4], q2[4]) = (0.6, 0.6);
+        let (qa, qb) = (dot(&a, &q), dot(&b, &q2));
+        assert_eq!(qa.to_bits(), qb.to_bits());
     }
 
     #[test]

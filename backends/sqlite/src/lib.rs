@@ -1,0 +1,18 @@
+//! The embedded SQLite backend: one file, no server, WAL mode.
+//!
+//! It implements [`MemoryStore`](cortex_core::MemoryStore) through the `build_index` path
+//! (no `search` pushdown): the engine materialises a user's live memories into the core
+//! index once and keeps it current through the per-user change counter.
+
+mod codec;
+mod schema;
+mod store;
+
+pub use schema::SCHEMA_VERSION;
+pub use store::{SqliteStore, default_path};
+
+use cortex_core::StoreError;
+
+pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
+    StoreError::backend("sqlite", e)
+}

@@ -1,0 +1,768 @@
+//! [`SqliteStore`]: the MemoryStore over one SQLite file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cortex_core::memory::now;
+use cortex_core::records::{
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
+    TimelineEntry, normalize_entity_name,
+};
+use cortex_core::{
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
+    MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
+};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::codec::{
+    MEMORY_COLUMNS, MemoryRow, decode_id, decode_list, decode_time, decode_vector, encode_id,
+    encode_list, encode_time, encode_vector,
+};
+use crate::db_err;
+use crate::schema::migrate;
+
+const SIGNATURE_KEY: &str = "embedding_signature";
+const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
+
+/// `~/.cortex/memory.db`.
+pub fn default_path() -> Result<PathBuf, StoreError> {
+    dirs::home_dir()
+        .map(|home| home.join(".cortex").join("memory.db"))
+        .ok_or_else(|| StoreError::Config("no home directory; set CORTEX_DB_PATH".into()))
+}
+
+/// A MemoryStore over one SQLite file. One connection serialises this process's access;
+/// other processes may share the file (WAL, busy timeout), and their commits reach this
+/// process's cached index through the per-user change counter.
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`: parent directory created, file
+    /// mode 0600, WAL, a 5 s busy timeout, foreign keys on, schema migrated forward.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::Config(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        let mut conn = Connection::open(&path).map_err(db_err)?;
+        restrict_permissions(&path)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(db_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             PRAGMA foreign_keys = ON;",
+        )
+        .map_err(db_err)?;
+        migrate(&mut conn)?;
+        Ok(Self {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Opens the default file, `~/.cortex/memory.db`.
+    pub fn open_default() -> Result<Self, StoreError> {
+        Self::open(default_path()?)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on the blocking pool, so SQLite never stalls the runtime.
+    async fn run<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::backend("sqlite", e))?
+    }
+
+    /// Runs `f` in an IMMEDIATE transaction (the write lock is taken up front, so a busy
+    /// database waits at BEGIN instead of failing at COMMIT).
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
+    {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(unix)]
+fn restrict_permissions(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| StoreError::Config(format!("cannot restrict {}: {e}", path.display())))
+}
+
+#[cfg(not(unix))]
+fn restrict_permissions(_path: &Path) -> Result<(), StoreError> {
+    Ok(())
+}
+
+fn bump_generation(tx: &Transaction<'_>, user: &str) -> StoreResult<Generation> {
+    let generation: i64 = tx
+        .query_row(
+            "INSERT INTO user_generations (user_id, generation) VALUES (?1, 1)
+             ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1
+             RETURNING generation",
+            params![user],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    Ok(Generation(generation as u64))
+}
+
+fn read_generation(conn: &Connection, user: &str) -> StoreResult<Generation> {
+    let generation: Option<i64> = conn
+        .query_row(
+            "SELECT generation FROM user_generations WHERE user_id = ?1",
+            params![user],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    Ok(Generation(generation.unwrap_or(0) as u64))
+}
+
+fn read_signature(conn: &Connection) -> StoreResult<Option<EmbeddingSignature>> {
+    let text: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            params![SIGNATURE_KEY],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    text.map(|t| {
+        EmbeddingSignature::decode(&t)
+            .ok_or_else(|| StoreError::Corrupt(format!("embedding signature {t:?}")))
+    })
+    .transpose()
+}
+
+fn query_memories(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> StoreResult<Vec<Memory>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params, |r| MemoryRow::read(r, 0))
+        .map_err(db_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db_err)?;
+    rows.into_iter().map(MemoryRow::decode).collect()
+}
+
+fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1 AND user_id = ?2)",
+        params![id, user],
+        |r| r.get(0),
+    )
+    .map_err(db_err)
+}
+
+fn require_memory(conn: &Connection, user: &str, id: &MemoryId) -> StoreResult<()> {
+    match memory_exists(conn, user, &encode_id(id))? {
+        true => Ok(()),
+        false => Err(StoreError::MissingReference(format!("memory {id}"))),
+    }
+}
+
+fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> StoreResult<()> {
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND user_id = ?2)",
+            params![encode_id(id), user],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    match exists {
+        true => Ok(()),
+        false => Err(StoreError::MissingReference(format!("entity {id}"))),
+    }
+}
+
+const ENTITY_COLUMNS: &str = "id, name, normalized_name, entity_type, aliases, created_at";
+
+fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
+    Ok([
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ])
+}
+
+fn decode_entity(cols: [Option<String>; 6]) -> StoreResult<Entity> {
+    let [id, name, normalized_name, entity_type, aliases, created_at] = cols;
+    let missing = || StoreError::Corrupt("entity row with a NULL column".into());
+    Ok(Entity {
+        id: decode_id(&id.ok_or_else(missing)?)?,
+        name: name.ok_or_else(missing)?,
+        normalized_name: normalized_name.ok_or_else(missing)?,
+        entity_type,
+        aliases: decode_list(&aliases.ok_or_else(missing)?)?,
+        created_at: decode_time(&created_at.ok_or_else(missing)?)?,
+    })
+}
+
+fn find_entity_by_keys(
+    conn: &Connection,
+    user: &str,
+    keys: &[String],
+) -> StoreResult<Option<Entity>> {
+    let sql = format!(
+        "SELECT {ENTITY_COLUMNS} FROM entities e
+         WHERE e.user_id = ?1
+           AND (e.normalized_name = ?2
+                OR EXISTS (SELECT 1 FROM json_each(e.aliases) a WHERE a.value = ?2))
+         ORDER BY e.created_at, e.id
+         LIMIT 1"
+    );
+    for key in keys {
+        let cols = conn
+            .query_row(&sql, params![user, key], read_entity)
+            .optional()
+            .map_err(db_err)?;
+        if let Some(cols) = cols {
+            return decode_entity(cols).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            search: false,
+            persistent: true,
+            shared: true,
+        }
+    }
+
+    async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
+        self.run(|conn| read_signature(conn)).await
+    }
+
+    async fn add(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Added> {
+        let memory = memory.clone();
+        let blob = encode_vector(embedding);
+        let signature = signature.clone();
+        self.write(move |tx| {
+            match read_signature(tx)? {
+                Some(stored) if stored != signature => {
+                    return Err(StoreError::SignatureMismatch {
+                        stored,
+                        got: signature,
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    tx.execute(
+                        "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                        params![SIGNATURE_KEY, signature.encode()],
+                    )
+                    .map_err(db_err)?;
+                }
+            }
+            let seq: i64 = tx
+                .query_row(
+                    "INSERT INTO memories (id, user_id, content, kind, tags, created_at, embedding)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     RETURNING seq",
+                    params![
+                        encode_id(&memory.id),
+                        memory.user_id,
+                        memory.content,
+                        memory.kind.as_str(),
+                        encode_list(&memory.tags),
+                        encode_time(&memory.created_at),
+                        blob,
+                    ],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            let generation = bump_generation(tx, &memory.user_id)?;
+            Ok(Added {
+                memory: memory.into_memory(seq),
+                generation,
+            })
+        })
+        .await
+    }
+
+    async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
+        let (user, id) = (user.to_owned(), encode_id(id));
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1 AND m.user_id = ?2"
+            );
+            Ok(query_memories(conn, &sql, params![id, user])?.pop())
+        })
+        .await
+    }
+
+    async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
+        // Ids are lowercase hex and '-', all below '~', so [prefix, prefix + "~") is
+        // exactly the ids starting with prefix, and the unique index on id serves it.
+        let (user, low, high) = (user.to_owned(), prefix.to_owned(), format!("{prefix}~"));
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id FROM memories WHERE id >= ?1 AND id < ?2 AND user_id = ?3",
+                )
+                .map_err(db_err)?;
+            let ids = stmt
+                .query_map(params![low, high, user], |r| r.get::<_, String>(0))
+                .map_err(db_err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(db_err)?;
+            ids.iter().map(|id| decode_id(id)).collect()
+        })
+        .await
+    }
+
+    async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
+        let (user, id) = (user.to_owned(), encode_id(id));
+        self.write(move |tx| {
+            if !memory_exists(tx, &user, &id)? {
+                return Ok(None);
+            }
+            let superseded: Vec<String> = tx
+                .prepare_cached("SELECT old_id FROM supersessions WHERE new_id = ?1")
+                .and_then(|mut s| {
+                    s.query_map(params![id], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()
+                })
+                .map_err(db_err)?;
+            // Events, links, edges read from it and supersessions go by ON DELETE CASCADE.
+            tx.execute("DELETE FROM memories WHERE id = ?1", params![id])
+                .map_err(db_err)?;
+            let mut restored = Vec::new();
+            for old in superseded {
+                let still_stale: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM supersessions WHERE old_id = ?1)",
+                        params![old],
+                        |r| r.get(0),
+                    )
+                    .map_err(db_err)?;
+                if !still_stale {
+                    restored.push(decode_id(&old)?);
+                }
+            }
+            Ok(Some(Deleted {
+                generation: bump_generation(tx, &user)?,
+                restored,
+            }))
+        })
+        .await
+    }
+
+    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
+        let user = user.to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m
+                 WHERE m.user_id = ?1 AND {LIVE}
+                 ORDER BY m.seq DESC LIMIT ?2"
+            );
+            query_memories(conn, &sql, params![user, limit])
+        })
+        .await
+    }
+
+    async fn count(&self, user: &str) -> StoreResult<u64> {
+        let user = user.to_owned();
+        self.run(move |conn| {
+            let sql = format!("SELECT COUNT(*) FROM memories m WHERE m.user_id = ?1 AND {LIVE}");
+            let n: i64 = conn
+                .query_row(&sql, params![user], |r| r.get(0))
+                .map_err(db_err)?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    async fn generation(&self, user: &str) -> StoreResult<Generation> {
+        let user = user.to_owned();
+        self.run(move |conn| read_generation(conn, &user)).await
+    }
+
+    async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
+        let user = user.to_owned();
+        self.run(move |conn| {
+            // One read transaction, so the rows and the generation describe one snapshot.
+            let tx = conn.transaction().map_err(db_err)?;
+            let generation = read_generation(&tx, &user)?;
+            let sql = format!(
+                "SELECT {MEMORY_COLUMNS}, m.embedding FROM memories m
+                 WHERE m.user_id = ?1 AND {LIVE}
+                 ORDER BY m.seq"
+            );
+            let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
+            let mut rows = stmt.query(params![user]).map_err(db_err)?;
+            let mut index = MemoryIndex::new(dimension);
+            while let Some(row) = rows.next().map_err(db_err)? {
+                let memory = MemoryRow::read(row, 0).map_err(db_err)?.decode()?;
+                let blob = row.get_ref(7).map_err(db_err)?;
+                let bytes = blob
+                    .as_blob()
+                    .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
+                let vector = decode_vector(bytes)?;
+                let id = memory.id;
+                index
+                    .insert(memory, &vector)
+                    .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
+            }
+            drop(rows);
+            drop(stmt);
+            tx.commit().map_err(db_err)?;
+            Ok(BuiltIndex { index, generation })
+        })
+        .await
+    }
+
+    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
+        let (user, event) = (user.to_owned(), event.clone());
+        self.write(move |tx| {
+            require_memory(tx, &user, &event.memory_id)?;
+            tx.execute(
+                "INSERT INTO events (memory_id, user_id, event_time, actor, location, event_type)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    encode_id(&event.memory_id),
+                    user,
+                    encode_time(&event.event_time),
+                    event.actor,
+                    event.location,
+                    event.event_type,
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        limit: usize,
+    ) -> StoreResult<Vec<TimelineEntry>> {
+        let user = user.to_owned();
+        let since = range.since.as_ref().map(encode_time);
+        let until = range.until.as_ref().map(encode_time);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {MEMORY_COLUMNS}, e.event_time, e.actor, e.location, e.event_type
+                 FROM events e JOIN memories m ON m.id = e.memory_id
+                 WHERE e.user_id = ?1
+                   AND (?2 IS NULL OR e.event_time >= ?2)
+                   AND (?3 IS NULL OR e.event_time < ?3)
+                 ORDER BY e.event_time, m.seq
+                 LIMIT ?4"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![user, since, until, limit], |r| {
+                    Ok((
+                        MemoryRow::read(r, 0)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                        r.get::<_, Option<String>>(9)?,
+                        r.get::<_, Option<String>>(10)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(db_err)?;
+            rows.into_iter()
+                .map(|(m, time, actor, location, event_type)| {
+                    let memory = m.decode()?;
+                    Ok(TimelineEntry {
+                        event: Event {
+                            memory_id: memory.id,
+                            event_time: decode_time(&time)?,
+                            actor,
+                            location,
+                            event_type,
+                        },
+                        memory,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
+        let (user, s) = (user.to_owned(), supersession.clone());
+        self.write(move |tx| {
+            require_memory(tx, &user, &s.old_id)?;
+            require_memory(tx, &user, &s.new_id)?;
+            tx.execute(
+                "INSERT INTO supersessions (old_id, new_id, user_id, reason, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (old_id, new_id) DO NOTHING",
+                params![
+                    encode_id(&s.old_id),
+                    encode_id(&s.new_id),
+                    user,
+                    s.reason,
+                    encode_time(&s.created_at),
+                ],
+            )
+            .map_err(db_err)?;
+            bump_generation(tx, &user)
+        })
+        .await
+    }
+
+    async fn supersessions(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+    ) -> StoreResult<Vec<Supersession>> {
+        let (user, id) = (user.to_owned(), encode_id(memory_id));
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT old_id, new_id, reason, created_at FROM supersessions
+                     WHERE user_id = ?1 AND (old_id = ?2 OR new_id = ?2)
+                     ORDER BY created_at, rowid",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![user, id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(db_err)?;
+            rows.into_iter()
+                .map(|(old, new, reason, at)| {
+                    Ok(Supersession {
+                        old_id: decode_id(&old)?,
+                        new_id: decode_id(&new)?,
+                        reason,
+                        created_at: decode_time(&at)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
+        let (user, upsert) = (user.to_owned(), entity.clone());
+        self.write(
+            move |tx| match find_entity_by_keys(tx, &user, &upsert.keys())? {
+                Some(mut existing) => {
+                    if existing.merge(&upsert) {
+                        tx.execute(
+                            "UPDATE entities SET entity_type = ?1, aliases = ?2 WHERE id = ?3",
+                            params![
+                                existing.entity_type,
+                                encode_list(&existing.aliases),
+                                encode_id(&existing.id),
+                            ],
+                        )
+                        .map_err(db_err)?;
+                    }
+                    Ok(existing)
+                }
+                None => {
+                    let created = Entity::create(&upsert, now());
+                    tx.execute(
+                        "INSERT INTO entities
+                             (id, user_id, name, normalized_name, entity_type, aliases, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![
+                            encode_id(&created.id),
+                            user,
+                            created.name,
+                            created.normalized_name,
+                            created.entity_type,
+                            encode_list(&created.aliases),
+                            encode_time(&created.created_at),
+                        ],
+                    )
+                    .map_err(db_err)?;
+                    Ok(created)
+                }
+            },
+        )
+        .await
+    }
+
+    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
+        let (user, key) = (user.to_owned(), normalize_entity_name(name));
+        self.run(move |conn| find_entity_by_keys(conn, &user, &[key]))
+            .await
+    }
+
+    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
+        let (user, edge) = (user.to_owned(), edge.clone());
+        self.write(move |tx| {
+            require_entity(tx, &user, &edge.source)?;
+            require_entity(tx, &user, &edge.target)?;
+            if let Some(m) = &edge.memory_id {
+                require_memory(tx, &user, m)?;
+            }
+            tx.execute(
+                "INSERT INTO entity_edges (user_id, source, target, label, memory_id, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (source, target, label) DO NOTHING",
+                params![
+                    user,
+                    encode_id(&edge.source),
+                    encode_id(&edge.target),
+                    edge.label,
+                    edge.memory_id.as_ref().map(encode_id),
+                    encode_time(&edge.created_at),
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
+        let (user, id) = (user.to_owned(), encode_id(entity));
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT source, target, label, memory_id, created_at FROM entity_edges
+                     WHERE user_id = ?1 AND (source = ?2 OR target = ?2)
+                     ORDER BY seq",
+                )
+                .map_err(db_err)?;
+            let rows = stmt
+                .query_map(params![user, id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                })
+                .map_err(db_err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(db_err)?;
+            rows.into_iter()
+                .map(|(source, target, label, memory, at)| {
+                    Ok(EntityEdge {
+                        source: decode_id(&source)?,
+                        target: decode_id(&target)?,
+                        label,
+                        memory_id: memory.as_deref().map(decode_id).transpose()?,
+                        created_at: decode_time(&at)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn link_entity(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+        entity: &EntityId,
+        role: EntityRole,
+    ) -> StoreResult<()> {
+        let (user, memory_id, entity) = (user.to_owned(), *memory_id, *entity);
+        self.write(move |tx| {
+            require_memory(tx, &user, &memory_id)?;
+            require_entity(tx, &user, &entity)?;
+            tx.execute(
+                "INSERT INTO memory_entities (memory_id, entity_id, user_id, role)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT DO NOTHING",
+                params![
+                    encode_id(&memory_id),
+                    encode_id(&entity),
+                    user,
+                    role.as_str()
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn entity_memories(
+        &self,
+        user: &str,
+        entity: &EntityId,
+        limit: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        let (user, entity) = (user.to_owned(), encode_id(entity));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m
+                 WHERE m.user_id = ?1 AND {LIVE}
+                   AND EXISTS (SELECT 1 FROM memory_entities l
+                               WHERE l.memory_id = m.id AND l.entity_id = ?2)
+                 ORDER BY m.seq DESC LIMIT ?3"
+            );
+            query_memories(conn, &sql, params![user, entity, limit])
+        })
+        .await
+    }
+}

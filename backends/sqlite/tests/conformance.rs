@@ -1,0 +1,36 @@
+//! The conformance suite against SQLite files in temporary directories.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cortex_conformance::{StoreFactory, TestStorage, conformance_suite, persistence_suite};
+use cortex_core::MemoryStore;
+use cortex_sqlite::SqliteStore;
+
+struct Sqlite;
+
+/// A database file in its own temporary directory, removed with it.
+struct SqliteFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+#[async_trait]
+impl StoreFactory for Sqlite {
+    async fn create(&self) -> Box<dyn TestStorage> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("nested").join("memory.db");
+        Box::new(SqliteFile { _dir: dir, path })
+    }
+}
+
+#[async_trait]
+impl TestStorage for SqliteFile {
+    async fn connect(&self) -> Arc<dyn MemoryStore> {
+        Arc::new(SqliteStore::open(&self.path).expect("open sqlite"))
+    }
+}
+
+conformance_suite!(Sqlite);
+persistence_suite!(Sqlite);

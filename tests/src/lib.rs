@@ -1,0 +1,93 @@
+//! The conformance suite every [`MemoryStore`] backend must pass.
+//!
+//! Scenarios are written once as async functions over a [`StoreFactory`]; the
+//! [`conformance_suite!`] macro expands them into one `#[tokio::test]` per scenario for a
+//! backend, so a failure names the scenario. A new backend implements [`StoreFactory`] and
+//! adds one line:
+//!
+//! ```text
+//! cortex_conformance::conformance_suite!(MyFactory::new());
+//! ```
+// Test support: a failed expectation is a panic that names it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod reference;
+pub mod scenarios;
+pub mod support;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cortex_core::MemoryStore;
+
+/// Creates isolated storage for one scenario.
+#[async_trait]
+pub trait StoreFactory: Send + Sync {
+    /// New, empty storage that no other test sees.
+    async fn create(&self) -> Box<dyn TestStorage>;
+}
+
+/// One scenario's storage. Dropping it removes the storage.
+#[async_trait]
+pub trait TestStorage: Send + Sync {
+    /// A new handle (its own connection) to this storage. Two handles behave like two
+    /// processes sharing one database; dropping every handle and connecting again is a
+    /// close and reopen.
+    async fn connect(&self) -> Arc<dyn MemoryStore>;
+}
+
+/// Expands every scenario into a `#[tokio::test]` for `$factory` (an expression building a
+/// [`StoreFactory`]). Persistent backends add [`persistence_suite!`].
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@expand $factory;
+            round_trip_every_field,
+            list_is_newest_first_with_limit,
+            count_counts_live_memories,
+            forget_by_full_id,
+            forget_by_unique_prefix,
+            ambiguous_prefix_deletes_nothing,
+            unknown_id_is_not_found,
+            short_or_malformed_prefix_is_refused,
+            users_are_isolated,
+            signature_guard_refuses_other_models,
+            bad_vectors_write_nothing,
+            failed_embed_writes_nothing,
+            invalid_input_writes_nothing,
+            rare_exact_token_is_recalled,
+            recall_equals_brute_force_reference,
+            recall_is_deterministic_across_handles,
+            recall_on_empty_store_is_empty,
+            unicode_and_sql_text_verbatim,
+            content_size_limit_is_exact,
+            cached_index_follows_own_writes,
+            cached_index_sees_other_handles_writes,
+            concurrent_memorize_keeps_every_memory,
+            one_embed_per_memorize_and_recall,
+            events_timeline_range_and_order,
+            entity_upsert_is_idempotent,
+            edges_and_links,
+            supersession_hides_and_forget_restores,
+            forget_cascades_enrichment,
+            enrichment_is_isolated_per_user,
+        );
+    };
+    (@expand $factory:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let factory = $factory;
+                $crate::scenarios::$name(&factory).await;
+            }
+        )*
+    };
+}
+
+/// Scenarios only a store that outlives its process can pass.
+#[macro_export]
+macro_rules! persistence_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@expand $factory; survives_close_and_reopen);
+    };
+}

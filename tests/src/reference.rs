@@ -1,0 +1,93 @@
+//! A brute-force reference for hybrid recall, written straight from the contract with no
+//! index, no inverted lists and no partial selection: what the engine must agree with.
+
+use std::collections::{BTreeSet, HashMap};
+
+use cortex_core::Memory;
+use cortex_core::tokenizer::tokenize;
+
+const K1: f64 = 1.5;
+const B: f64 = 0.75;
+const RRF_K: f64 = 60.0;
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+/// Ranks `(score, seq)` pairs: higher score first, ties (within float noise) by seq.
+fn ranked(mut scored: Vec<(f64, i64, usize)>, pool: usize) -> Vec<usize> {
+    scored.sort_by(|a, b| {
+        if (a.0 - b.0).abs() <= 1e-9 * a.0.abs().max(b.0.abs()).max(1e-12) {
+            a.1.cmp(&b.1)
+        } else {
+            b.0.total_cmp(&a.0)
+        }
+    });
+    scored.into_iter().take(pool).map(|(_, _, i)| i).collect()
+}
+
+/// The ids `hybrid_retrieve` must return, in order, for `docs` (live memories with their
+/// embeddings).
+pub fn hybrid_ranking(
+    docs: &[(Memory, Vec<f32>)],
+    query: &str,
+    query_embedding: &[f32],
+    top_k: usize,
+) -> Vec<uuid::Uuid> {
+    let pool = (top_k * 4).max(top_k);
+    let n = docs.len() as f64;
+
+    let dense = ranked(
+        docs.iter()
+            .enumerate()
+            .map(|(i, (m, v))| (cosine(v, query_embedding), m.seq, i))
+            .collect(),
+        pool,
+    );
+
+    let tokens: Vec<Vec<String>> = docs.iter().map(|(m, _)| tokenize(&m.content)).collect();
+    let avgdl = tokens.iter().map(Vec::len).sum::<usize>() as f64 / n;
+    let terms: BTreeSet<String> = tokenize(query).into_iter().collect();
+    let mut lexical_scores = Vec::new();
+    for (i, doc) in tokens.iter().enumerate() {
+        let mut score = 0.0;
+        let mut matched = false;
+        for term in &terms {
+            let tf = doc.iter().filter(|t| *t == term).count() as f64;
+            if tf == 0.0 {
+                continue;
+            }
+            matched = true;
+            let df = tokens.iter().filter(|d| d.contains(term)).count() as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let dl = doc.len() as f64;
+            score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
+        }
+        if matched {
+            lexical_scores.push((score, docs[i].0.seq, i));
+        }
+    }
+    let lexical = ranked(lexical_scores, pool);
+
+    let mut fused: HashMap<usize, f64> = HashMap::new();
+    for list in [&dense, &lexical] {
+        for (rank, i) in list.iter().enumerate() {
+            *fused.entry(*i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let order = ranked(
+        fused
+            .into_iter()
+            .map(|(i, s)| (s, docs[i].0.seq, i))
+            .collect(),
+        top_k,
+    );
+    order.into_iter().map(|i| docs[i].0.id).collect()
+}

@@ -1,0 +1,479 @@
+//! The enrichment records: events, entities, edges, links and supersessions.
+
+use chrono::{DateTime, Utc};
+use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession, TimeRange};
+use cortex_core::{MemoryStore, StoreError};
+
+use crate::StoreFactory;
+use crate::support::{engine, remember_all, user};
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn event(memory_id: uuid::Uuid, time: &str) -> Event {
+    Event {
+        memory_id,
+        event_time: at(time),
+        actor: Some("self".into()),
+        location: Some("Berlin".into()),
+        event_type: Some("meeting".into()),
+    }
+}
+
+fn upsert(name: &str, aliases: &[&str]) -> EntityUpsert {
+    EntityUpsert {
+        name: name.into(),
+        entity_type: None,
+        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+    }
+}
+
+fn edge(
+    source: uuid::Uuid,
+    target: uuid::Uuid,
+    label: &str,
+    memory: Option<uuid::Uuid>,
+) -> EntityEdge {
+    EntityEdge {
+        source,
+        target,
+        label: label.into(),
+        memory_id: memory,
+        created_at: Utc::now(),
+    }
+}
+
+pub async fn events_timeline_range_and_order(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("timeline");
+    let m = remember_all(
+        &engine,
+        &u,
+        &[
+            "march event",
+            "january event",
+            "february event",
+            "same time later",
+        ],
+    )
+    .await;
+    store
+        .add_event(&u, &event(m[0].id, "2024-03-05T10:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .add_event(&u, &event(m[1].id, "2024-01-05T10:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .add_event(&u, &event(m[2].id, "2024-02-05T10:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .add_event(&u, &event(m[3].id, "2024-02-05T10:00:00Z"))
+        .await
+        .unwrap();
+
+    let all = store
+        .timeline(&u, &TimeRange::default(), 100)
+        .await
+        .unwrap();
+    let contents: Vec<&str> = all.iter().map(|t| t.memory.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        [
+            "january event",
+            "february event",
+            "same time later",
+            "march event"
+        ]
+    );
+    assert_eq!(all[0].event, event(m[1].id, "2024-01-05T10:00:00Z"));
+
+    let feb = TimeRange {
+        since: Some(at("2024-02-01T00:00:00Z")),
+        until: Some(at("2024-03-05T10:00:00Z")),
+    };
+    let got = store.timeline(&u, &feb, 100).await.unwrap();
+    assert_eq!(got.len(), 2, "since inclusive, until exclusive");
+    let got = store
+        .timeline(
+            &u,
+            &TimeRange {
+                since: Some(at("2024-02-05T10:00:00Z")),
+                until: None,
+            },
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2, "limit");
+    assert_eq!(got[0].memory.id, m[2].id);
+
+    let missing = event(uuid::Uuid::new_v4(), "2024-01-01T00:00:00Z");
+    assert!(matches!(
+        store.add_event(&u, &missing).await,
+        Err(StoreError::MissingReference(_))
+    ));
+}
+
+pub async fn entity_upsert_is_idempotent(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let u = user("entities");
+    let first = store
+        .upsert_entity(&u, &upsert("Ada Lovelace", &[]))
+        .await
+        .unwrap();
+    assert_eq!(first.normalized_name, "ada lovelace");
+    let again = store
+        .upsert_entity(&u, &upsert("  ada   LOVELACE ", &[]))
+        .await
+        .unwrap();
+    assert_eq!(again, first, "same entity, nothing changed");
+    let merged = store
+        .upsert_entity(
+            &u,
+            &EntityUpsert {
+                entity_type: Some("person".into()),
+                ..upsert("Ada Lovelace", &["Ada", "Countess of Lovelace"])
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.id, first.id);
+    assert_eq!(merged.aliases, ["ada", "countess of lovelace"]);
+    assert_eq!(merged.entity_type.as_deref(), Some("person"));
+    // Found by an alias, in any case and spacing.
+    let by_alias = store.find_entity(&u, " ADA ").await.unwrap().unwrap();
+    assert_eq!(by_alias, merged);
+    let via_alias = store.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    assert_eq!(via_alias.id, first.id);
+    assert!(
+        store
+            .find_entity(&u, "Charles Babbage")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let other = store
+        .upsert_entity(&u, &upsert("Charles Babbage", &[]))
+        .await
+        .unwrap();
+    assert_ne!(other.id, first.id);
+}
+
+pub async fn edges_and_links(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("graph");
+    let m = remember_all(
+        &engine,
+        &u,
+        &["Ada works with Charles", "Ada wrote notes", "Unrelated"],
+    )
+    .await;
+    let ada = store.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    let charles = store
+        .upsert_entity(&u, &upsert("Charles", &[]))
+        .await
+        .unwrap();
+    let notes = store
+        .upsert_entity(&u, &upsert("The Notes", &[]))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(ada.id, charles.id, "works_with", Some(m[0].id)))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(ada.id, charles.id, "works_with", Some(m[0].id)))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(ada.id, notes.id, "wrote", Some(m[1].id)))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(charles.id, ada.id, "mentors", None))
+        .await
+        .unwrap();
+
+    let ada_edges = store.edges(&u, &ada.id).await.unwrap();
+    let labels: Vec<(&str, bool)> = ada_edges
+        .iter()
+        .map(|e| (e.label.as_str(), e.source == ada.id))
+        .collect();
+    assert_eq!(
+        labels,
+        [("works_with", true), ("wrote", true), ("mentors", false)],
+        "out and in, oldest first, no duplicate"
+    );
+    assert_eq!(store.edges(&u, &notes.id).await.unwrap().len(), 1);
+
+    store
+        .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[0].id, &charles.id, EntityRole::Mention)
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[1].id, &ada.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    let ada_memories = store.entity_memories(&u, &ada.id, 10).await.unwrap();
+    let ids: Vec<_> = ada_memories.iter().map(|x| x.id).collect();
+    assert_eq!(ids, [m[1].id, m[0].id], "newest first, each once");
+    assert_eq!(
+        store.entity_memories(&u, &ada.id, 1).await.unwrap().len(),
+        1
+    );
+    assert_eq!(
+        store
+            .entity_memories(&u, &charles.id, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let ghost = uuid::Uuid::new_v4();
+    assert!(matches!(
+        store
+            .link_entity(&u, &ghost, &ada.id, EntityRole::Mention)
+            .await,
+        Err(StoreError::MissingReference(_))
+    ));
+    assert!(matches!(
+        store
+            .link_entity(&u, &m[2].id, &ghost, EntityRole::Mention)
+            .await,
+        Err(StoreError::MissingReference(_))
+    ));
+    assert!(matches!(
+        store.add_edge(&u, &edge(ada.id, ghost, "x", None)).await,
+        Err(StoreError::MissingReference(_))
+    ));
+}
+
+pub async fn supersession_hides_and_forget_restores(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("supersede");
+    let m = remember_all(
+        &engine,
+        &u,
+        &[
+            "my laptop is a thinkpad",
+            "my laptop is a macbook now",
+            "other note",
+        ],
+    )
+    .await;
+    let warm = engine.recall(&u, "laptop", 5).await.unwrap();
+    assert!(
+        warm.iter().any(|h| h.memory.id == m[0].id),
+        "live before superseding"
+    );
+    let s = Supersession {
+        old_id: m[0].id,
+        new_id: m[1].id,
+        reason: "replaced".into(),
+        created_at: Utc::now(),
+    };
+    store.supersede(&u, &s).await.unwrap();
+    let hits = engine.recall(&u, "laptop thinkpad", 5).await.unwrap();
+    assert!(
+        hits.iter().all(|h| h.memory.id != m[0].id),
+        "superseded memory never recalled"
+    );
+    assert_eq!(engine.count(&u).await.unwrap(), 2);
+    assert!(
+        engine
+            .list_memories(&u, 10)
+            .await
+            .unwrap()
+            .iter()
+            .all(|x| x.id != m[0].id)
+    );
+    assert!(
+        store.get(&u, &m[0].id).await.unwrap().is_some(),
+        "kept for history"
+    );
+    let history = store.supersessions(&u, &m[0].id).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        (
+            history[0].old_id,
+            history[0].new_id,
+            history[0].reason.as_str()
+        ),
+        (m[0].id, m[1].id, "replaced")
+    );
+    assert_eq!(store.supersessions(&u, &m[1].id).await.unwrap().len(), 1);
+
+    engine.forget(&u, &m[1].id.to_string()).await.unwrap();
+    let hits = engine.recall(&u, "laptop thinkpad", 5).await.unwrap();
+    assert_eq!(
+        hits[0].memory.id, m[0].id,
+        "forgetting the newer memory restores the older"
+    );
+    assert_eq!(engine.count(&u).await.unwrap(), 2);
+    assert!(store.supersessions(&u, &m[0].id).await.unwrap().is_empty());
+}
+
+pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("cascade");
+    let m = remember_all(&engine, &u, &["met Dana in Lisbon", "Dana likes jazz"]).await;
+    let dana = store.upsert_entity(&u, &upsert("Dana", &[])).await.unwrap();
+    let lisbon = store
+        .upsert_entity(&u, &upsert("Lisbon", &[]))
+        .await
+        .unwrap();
+    store
+        .add_event(&u, &event(m[0].id, "2024-05-01T12:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[0].id, &dana.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[1].id, &dana.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(dana.id, lisbon.id, "visited", Some(m[0].id)))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(dana.id, lisbon.id, "likes", Some(m[1].id)))
+        .await
+        .unwrap();
+
+    engine.forget(&u, &m[0].id.to_string()).await.unwrap();
+    assert!(
+        store
+            .timeline(&u, &TimeRange::default(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let left: Vec<_> = store
+        .entity_memories(&u, &dana.id, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|x| x.id)
+        .collect();
+    assert_eq!(left, [m[1].id]);
+    let labels: Vec<String> = store
+        .edges(&u, &dana.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.label)
+        .collect();
+    assert_eq!(
+        labels,
+        ["likes"],
+        "edges read from the forgotten memory go with it"
+    );
+    assert!(
+        store.find_entity(&u, "dana").await.unwrap().is_some(),
+        "entities stay"
+    );
+}
+
+pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let (a, b) = (user("enrich-a"), user("enrich-b"));
+    let ma = remember_all(&engine, &a, &["a's memory", "a's newer"]).await;
+    let mb = remember_all(&engine, &b, &["b's memory"]).await;
+    let ent = store
+        .upsert_entity(&a, &upsert("Shared Name", &[]))
+        .await
+        .unwrap();
+    store
+        .add_event(&a, &event(ma[0].id, "2024-01-01T00:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .link_entity(&a, &ma[0].id, &ent.id, EntityRole::Subject)
+        .await
+        .unwrap();
+
+    assert!(
+        store
+            .timeline(&b, &TimeRange::default(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .find_entity(&b, "shared name")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(store.edges(&b, &ent.id).await.unwrap().is_empty());
+    assert!(
+        store
+            .entity_memories(&b, &ent.id, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // B cannot write against A's records.
+    assert!(matches!(
+        store
+            .add_event(&b, &event(ma[0].id, "2024-01-01T00:00:00Z"))
+            .await,
+        Err(StoreError::MissingReference(_))
+    ));
+    assert!(matches!(
+        store
+            .link_entity(&b, &ma[0].id, &ent.id, EntityRole::Mention)
+            .await,
+        Err(StoreError::MissingReference(_))
+    ));
+    let cross = Supersession {
+        old_id: ma[0].id,
+        new_id: mb[0].id,
+        reason: "x".into(),
+        created_at: Utc::now(),
+    };
+    assert!(matches!(
+        store.supersede(&b, &cross).await,
+        Err(StoreError::MissingReference(_))
+    ));
+    assert!(matches!(
+        store.supersede(&a, &cross).await,
+        Err(StoreError::MissingReference(_))
+    ));
+    assert!(store.supersessions(&b, &ma[0].id).await.unwrap().is_empty());
+    // B's own entity of the same name is a different node.
+    let b_ent = store
+        .upsert_entity(&b, &upsert("shared name", &[]))
+        .await
+        .unwrap();
+    assert_ne!(b_ent.id, ent.id);
+    assert_eq!(engine.count(&a).await.unwrap(), 2);
+}

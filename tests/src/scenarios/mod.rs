@@ -1,0 +1,13 @@
+//! The scenarios, one async function each, grouped by concern.
+
+mod enrichment;
+mod forget;
+mod memories;
+mod retrieval;
+mod validation;
+
+pub use enrichment::*;
+pub use forget::*;
+pub use memories::*;
+pub use retrieval::*;
+pub use validation::*;

@@ -1,0 +1,334 @@
+//! Hybrid recall: what it finds, that it equals the contract's reference, and that the
+//! cached index stays exactly current.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cortex_core::{CortexMemory, MemoryKind, MemoryStore, ScoredMemory};
+use cortex_providers::FakeProvider;
+
+use crate::StoreFactory;
+use crate::reference::hybrid_ranking;
+use crate::support::{TableProvider, engine, remember_all, user};
+
+/// Sentences with overlapping vocabulary, so dense and BM25 disagree in places.
+pub const CORPUS: &[&str] = &[
+    "The deploy pipeline runs every night at 02:00 UTC",
+    "Alice prefers tea over coffee in the morning",
+    "Bob's birthday is on the 14th of March",
+    "The staging database lives on host db-staging-3",
+    "Remember to rotate the API keys every 90 days",
+    "Alice moved to the Berlin office in 2023",
+    "The coffee machine on floor 3 is broken again",
+    "Deploy freezes start two weeks before the holidays",
+    "Bob and Alice share the on-call rotation in March",
+    "The night build failed because of a flaky test",
+    "Project Zephyr ships its first beta in April",
+    "Tea, coffee and water are free in the Berlin office",
+    "The API gateway times out after 30 seconds",
+    "Alice's manager is Carol from the platform team",
+    "Carol wants weekly status reports every Friday",
+    "The flaky test lives in the payments service",
+    "Use the staging database for load tests only",
+    "Zephyr's beta needs the new API gateway",
+    "Bob is allergic to peanuts",
+    "The holidays start on the 20th of December",
+    "Weekly reports go to the platform team channel",
+    "On-call rotation swaps happen on Mondays",
+    "The payments service owns the refund API",
+    "Morning standup is at 09:30 in Berlin time",
+];
+
+pub const QUERIES: &[&str] = &[
+    "when does the deploy run",
+    "what does Alice drink",
+    "Bob birthday March",
+    "staging database host",
+    "flaky test payments",
+    "Zephyr beta API gateway",
+    "Berlin office coffee tea",
+    "weekly status reports platform team",
+    "holidays",
+    "nothing matches xylophone",
+];
+
+/// A memory that shares one rare token with the query but whose vector sits far from it is
+/// ranked low by dense search alone, and BM25 lifts it into the top results.
+pub async fn rare_exact_token_is_recalled(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let query = "what is blocking zq7731";
+    let target = "zq7731 waits on vendor signoff";
+    let dim = 8;
+    let mut table = HashMap::new();
+    table.insert(
+        query.to_owned(),
+        vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    );
+    table.insert(
+        target.to_owned(),
+        vec![0.05, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+    );
+    // Ten paraphrase-like neighbours: close to the query, sharing none of its words.
+    let neighbours: Vec<String> = (0..10)
+        .map(|i| format!("release stuck on review step {i}"))
+        .collect();
+    for (i, text) in neighbours.iter().enumerate() {
+        table.insert(
+            text.clone(),
+            vec![1.0, 0.1 * (i as f32 + 1.0), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        );
+    }
+    let provider = Arc::new(TableProvider {
+        table,
+        fallback: FakeProvider::new(dim),
+    });
+    let engine = CortexMemory::new(store, provider);
+    let u = user("rare-token");
+    let mut texts: Vec<&str> = neighbours.iter().map(String::as_str).collect();
+    texts.insert(4, target);
+    remember_all(&engine, &u, &texts).await;
+
+    let top_k = 3;
+    let hits = engine.recall(&u, query, top_k).await.unwrap();
+    let hit = hits
+        .iter()
+        .find(|h| h.memory.content == target)
+        .unwrap_or_else(|| panic!("{target:?} not in the top {top_k}: {hits:#?}"));
+    let dense_rank = hit.dense_rank.expect("within the dense pool");
+    assert!(
+        dense_rank > top_k as u32,
+        "dense alone ranks it {dense_rank}, below the top {top_k}"
+    );
+    assert_eq!(hit.lexical_rank, Some(1));
+    assert_eq!(hits[0].memory.content, target, "hybrid ranks it first");
+}
+
+/// Recall equals a brute-force ranking computed from the contract, for several queries and
+/// depths, and stays equal when computed again from a fresh index.
+pub async fn recall_equals_brute_force_reference(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine_a, fake) = engine(store.clone());
+    let u = user("reference");
+    let stored = remember_all(&engine_a, &u, CORPUS).await;
+    // Forget two, so the reference also proves deleted memories leave the statistics.
+    engine_a
+        .forget(&u, &stored[3].id.to_string())
+        .await
+        .unwrap();
+    engine_a
+        .forget(&u, &stored[11].id.to_string())
+        .await
+        .unwrap();
+    let docs: Vec<_> = stored
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 11)
+        .map(|(_, m)| (m.clone(), fake.vector(&m.content)))
+        .collect();
+    let (engine_b, _) = engine(store.clone());
+    for query in QUERIES {
+        for top_k in [1, 3, 5, 10, 30] {
+            let expected = hybrid_ranking(&docs, query, &fake.vector(query), top_k);
+            let got: Vec<_> = ids(&engine_a.recall(&u, query, top_k).await.unwrap());
+            assert_eq!(got, expected, "query {query:?} top_k {top_k}");
+            let again = ids(&engine_b.recall(&u, query, top_k).await.unwrap());
+            assert_eq!(
+                again, expected,
+                "fresh index, query {query:?} top_k {top_k}"
+            );
+        }
+    }
+}
+
+fn ids(hits: &[ScoredMemory]) -> Vec<uuid::Uuid> {
+    hits.iter().map(|h| h.memory.id).collect()
+}
+
+/// Two handles, two engines, same data: identical results down to the scores and ranks.
+pub async fn recall_is_deterministic_across_handles(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let u = user("deterministic");
+    let (first, _) = engine(storage.connect().await);
+    remember_all(&first, &u, CORPUS).await;
+    let (second, _) = engine(storage.connect().await);
+    for query in QUERIES {
+        let a = first.recall(&u, query, 7).await.unwrap();
+        let b = second.recall(&u, query, 7).await.unwrap();
+        assert_eq!(a, b, "query {query:?}");
+        for pair in a.windows(2) {
+            assert!(pair[0].score >= pair[1].score, "ranked by score");
+            if pair[0].score == pair[1].score {
+                assert!(pair[0].memory.seq < pair[1].memory.seq, "ties by insertion");
+            }
+        }
+    }
+}
+
+pub async fn recall_on_empty_store_is_empty(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let (engine, fake) = engine(storage.connect().await);
+    let u = user("empty");
+    assert!(
+        engine
+            .recall(&u, "anything at all", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(fake.embed_calls(), 1);
+    // A store with another user's memories is still empty for this one.
+    remember_all(&engine, &user("someone-else"), &["not yours"]).await;
+    assert!(engine.recall(&u, "not yours", 10).await.unwrap().is_empty());
+}
+
+/// This engine's own memorize and forget update its cached index in place, and the result
+/// equals a fresh build from the store.
+pub async fn cached_index_follows_own_writes(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine_a, _) = engine(store.clone());
+    let u = user("cache-own");
+    let stored = remember_all(&engine_a, &u, &CORPUS[..12]).await;
+    engine_a.recall(&u, "warm the cache", 5).await.unwrap();
+    let before = store.generation(&u).await.unwrap();
+    let added = remember_all(&engine_a, &u, &["brand new fact about quokkas"])
+        .await
+        .remove(0);
+    engine_a
+        .forget(&u, &stored[0].id.to_string())
+        .await
+        .unwrap();
+    assert!(store.generation(&u).await.unwrap() > before);
+    let hits = engine_a.recall(&u, "quokkas", 3).await.unwrap();
+    assert_eq!(hits[0].memory.id, added.id);
+    let deploy = engine_a
+        .recall(&u, "deploy pipeline night", 12)
+        .await
+        .unwrap();
+    assert!(
+        deploy.iter().all(|h| h.memory.id != stored[0].id),
+        "forgotten memory gone"
+    );
+    let (fresh, _) = engine(store.clone());
+    for query in QUERIES {
+        assert_eq!(
+            engine_a.recall(&u, query, 10).await.unwrap(),
+            fresh.recall(&u, query, 10).await.unwrap(),
+            "in-place index equals a rebuilt one for {query:?}"
+        );
+    }
+}
+
+/// A write through another handle (another process, in effect) is seen by the next recall
+/// of an engine whose index is cached.
+pub async fn cached_index_sees_other_handles_writes(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let u = user("cache-other");
+    let (reader, _) = engine(storage.connect().await);
+    let (writer, _) = engine(storage.connect().await);
+    remember_all(&writer, &u, &CORPUS[..6]).await;
+    assert!(
+        reader
+            .recall(&u, "okapi", 5)
+            .await
+            .unwrap()
+            .iter()
+            .all(|h| !h.memory.content.contains("okapi"))
+    );
+    let m = writer
+        .memorize(
+            &u,
+            "The okapi is related to the giraffe",
+            MemoryKind::Fact,
+            &[],
+        )
+        .await
+        .unwrap()
+        .memory;
+    let hits = reader.recall(&u, "okapi", 5).await.unwrap();
+    assert_eq!(
+        hits[0].memory.id, m.id,
+        "the reader sees the other handle's write"
+    );
+    writer.forget(&u, &m.id.to_string()).await.unwrap();
+    let hits = reader.recall(&u, "okapi", 5).await.unwrap();
+    assert!(hits.iter().all(|h| h.memory.id != m.id), "and its delete");
+}
+
+/// memorize is exactly one embed call and no generate call; recall likewise.
+pub async fn one_embed_per_memorize_and_recall(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let (engine, fake) = engine(storage.connect().await);
+    let u = user("calls");
+    engine
+        .memorize(&u, "count my calls", MemoryKind::Note, &["x".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            fake.embed_calls(),
+            fake.embedded_texts(),
+            fake.generate_calls()
+        ),
+        (1, 1, 0)
+    );
+    engine.recall(&u, "calls", 5).await.unwrap();
+    assert_eq!(
+        (
+            fake.embed_calls(),
+            fake.embedded_texts(),
+            fake.generate_calls()
+        ),
+        (2, 2, 0)
+    );
+    engine.list_memories(&u, 5).await.unwrap();
+    engine.count(&u).await.unwrap();
+    assert_eq!(
+        fake.embed_calls(),
+        2,
+        "list and count make no provider call"
+    );
+}
+
+/// CJK, emoji, right-to-left text, combining marks and SQL-looking text are stored and
+/// returned byte for byte, and CJK tokens are recallable.
+pub async fn unicode_and_sql_text_verbatim(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("unicode");
+    let texts = [
+        "東京タワー は 赤い",
+        "Party time 🎉🎈 with 👩‍👩‍👧",
+        "שלום עולם — مرحبا بالعالم",
+        "e\u{301}clair vs éclair",
+        "'); DROP TABLE memories; -- %_ \\ \" `",
+        "line one\nline two\ttabbed\r\n",
+    ];
+    let stored = remember_all(&engine, &u, &texts).await;
+    for (m, text) in stored.iter().zip(texts) {
+        assert_eq!(store.get(&u, &m.id).await.unwrap().unwrap().content, text);
+    }
+    let hits = engine.recall(&u, "東京タワー", 1).await.unwrap();
+    assert_eq!(hits[0].memory.content, texts[0]);
+    let hits = engine.recall(&u, "DROP TABLE memories", 1).await.unwrap();
+    assert_eq!(hits[0].memory.content, texts[4]);
+    assert_eq!(engine.count(&u).await.unwrap(), texts.len() as u64);
+    // The tags path too.
+    let m = engine
+        .memorize(
+            &u,
+            "tagged",
+            MemoryKind::Note,
+            &["日本".into(), "'; --".into()],
+        )
+        .await
+        .unwrap()
+        .memory;
+    assert_eq!(
+        store.get(&u, &m.id).await.unwrap().unwrap().tags,
+        ["日本", "'; --"]
+    );
+}

@@ -1,0 +1,143 @@
+//! Shared pieces of the scenarios: an engine over a store, and providers that misbehave.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use cortex_core::{
+    CortexMemory, EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, MemoryKind,
+    MemoryStore, ProviderError, TokenUsage,
+};
+use cortex_providers::FakeProvider;
+
+/// The Fake dimension the scenarios use.
+pub const DIM: usize = 256;
+
+/// An engine over `store` with a counting Fake embedder.
+pub fn engine(store: Arc<dyn MemoryStore>) -> (CortexMemory, Arc<FakeProvider>) {
+    let fake = Arc::new(FakeProvider::new(DIM));
+    (CortexMemory::new(store, fake.clone()), fake)
+}
+
+/// A user id no other test uses, so scenarios could share storage and still not meet.
+pub fn user(tag: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Memorizes each text as a note and returns the stored memories in order.
+pub async fn remember_all(
+    engine: &CortexMemory,
+    user: &str,
+    texts: &[&str],
+) -> Vec<cortex_core::Memory> {
+    let mut out = Vec::new();
+    for text in texts {
+        out.push(
+            engine
+                .memorize(user, text, MemoryKind::Note, &[])
+                .await
+                .unwrap_or_else(|e| panic!("memorize {text:?}: {e}"))
+                .memory,
+        );
+    }
+    out
+}
+
+/// A provider that answers every embed with one fixed vector (valid or not).
+#[derive(Debug)]
+pub struct FixedVectorProvider {
+    pub signature: EmbeddingSignature,
+    pub vector: Vec<f32>,
+    pub calls: AtomicU64,
+}
+
+impl FixedVectorProvider {
+    pub fn new(dimension: usize, vector: Vec<f32>) -> Self {
+        Self {
+            signature: EmbeddingSignature::new(cortex_providers::fake::FAKE_MODEL, dimension),
+            vector,
+            calls: AtomicU64::new(0),
+        }
+    }
+}
+
+#[async_trait]
+impl LLMProvider for FixedVectorProvider {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+
+    fn embedding_signature(&self) -> EmbeddingSignature {
+        self.signature.clone()
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+        _task: EmbedTask,
+    ) -> Result<EmbedResult, ProviderError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(EmbedResult {
+            vectors: texts.iter().map(|_| self.vector.clone()).collect(),
+            usage: TokenUsage::default(),
+        })
+    }
+
+    async fn generate(&self, _: &str, _: f32, _: u32) -> Result<GenResult, ProviderError> {
+        Err(ProviderError::Unsupported {
+            provider: "fixed",
+            operation: "generate",
+        })
+    }
+}
+
+/// An embedder with hand-placed vectors: each text listed gets its vector, anything else
+/// falls back to the Fake. It models what a semantic model does and the Fake cannot:
+/// texts that share no words yet sit close together.
+#[derive(Debug)]
+pub struct TableProvider {
+    pub table: std::collections::HashMap<String, Vec<f32>>,
+    pub fallback: FakeProvider,
+}
+
+#[async_trait]
+impl LLMProvider for TableProvider {
+    fn name(&self) -> &str {
+        "table"
+    }
+
+    fn embedding_signature(&self) -> EmbeddingSignature {
+        self.fallback.embedding_signature()
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+        _task: EmbedTask,
+    ) -> Result<EmbedResult, ProviderError> {
+        Ok(EmbedResult {
+            vectors: texts
+                .iter()
+                .map(|t| {
+                    self.table
+                        .get(t)
+                        .cloned()
+                        .unwrap_or_else(|| self.fallback.vector(t))
+                })
+                .collect(),
+            usage: TokenUsage::default(),
+        })
+    }
+
+    async fn generate(&self, _: &str, _: f32, _: u32) -> Result<GenResult, ProviderError> {
+        Err(ProviderError::Unsupported {
+            provider: "table",
+            operation: "generate",
+        })
+    }
+}

@@ -1,0 +1,27 @@
+//! The conformance suite against the in-memory reference store.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cortex_conformance::{StoreFactory, TestStorage, conformance_suite};
+use cortex_core::{InMemoryStore, MemoryStore};
+
+struct InMemory;
+
+struct Shared(Arc<InMemoryStore>);
+
+#[async_trait]
+impl StoreFactory for InMemory {
+    async fn create(&self) -> Box<dyn TestStorage> {
+        Box::new(Shared(Arc::new(InMemoryStore::new())))
+    }
+}
+
+#[async_trait]
+impl TestStorage for Shared {
+    async fn connect(&self) -> Arc<dyn MemoryStore> {
+        self.0.clone()
+    }
+}
+
+conformance_suite!(InMemory);
