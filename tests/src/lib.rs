@@ -23,8 +23,20 @@ use cortex_core::MemoryStore;
 /// Creates isolated storage for one scenario.
 #[async_trait]
 pub trait StoreFactory: Send + Sync {
+    /// Why this backend cannot be tested here (no server reachable, say), or `None` when it
+    /// can. A factory must panic instead of returning a reason when the environment
+    /// variable `CI` is set: in CI an unreachable backend is a failure, never a skip.
+    async fn unavailable(&self) -> Option<String> {
+        None
+    }
+
     /// New, empty storage that no other test sees.
     async fn create(&self) -> Box<dyn TestStorage>;
+}
+
+/// Whether the tests run under CI (the `CI` environment variable is set and not "false").
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// One scenario's storage. Dropping it removes the storage.
@@ -78,6 +90,10 @@ macro_rules! conformance_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let factory = $factory;
+                if let Some(reason) = $crate::StoreFactory::unavailable(&factory).await {
+                    eprintln!("SKIPPED {}: {reason}", stringify!($name));
+                    return;
+                }
                 $crate::scenarios::$name(&factory).await;
             }
         )*

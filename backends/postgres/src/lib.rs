@@ -1,0 +1,1 @@
+//! The PostgreSQL + pgvector backend (being built).

@@ -1,0 +1,1 @@
+//! The Cortex MCP server (being built).
