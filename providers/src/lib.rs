@@ -1,5 +1,36 @@
 //! Model providers for Cortex, behind core's [`LLMProvider`](cortex_core::LLMProvider).
+//!
+//! - [`GeminiProvider`]: Google's Gemini API, embeddings and generation.
+//! - [`OpenAiProvider`]: any OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp,
+//!   LM Studio), embeddings and generation.
+//! - [`AnthropicProvider`]: Claude, generation only.
+//! - [`FakeProvider`]: deterministic and offline, for tests and demos (not semantic).
+//! - [`CachingProvider`]: memoizes any of them, in memory or in a SQLite file.
+//! - [`ProviderConfig`]: picks and builds them from `CORTEX_*` environment variables.
+//!
+//! Every HTTP adapter shares one request path ([`HttpOptions`], [`RetryPolicy`]):
+//! timeouts, bounded retries with backoff that honour the provider's retry hints, and
+//! error messages that carry the provider's explanation but never the key.
 
+pub mod anthropic;
+pub mod cache;
+pub mod cache_store;
+pub mod config;
 pub mod fake;
+pub mod gemini;
+pub mod http;
+pub mod openai;
+pub mod retry;
+pub mod secret;
+mod vectors;
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use cache::CachingProvider;
+pub use cache_store::ResponseCache;
+pub use config::{EmbedProviderKind, LlmProviderKind, ProviderConfig};
 pub use fake::FakeProvider;
+pub use gemini::{GeminiConfig, GeminiProvider};
+pub use http::HttpOptions;
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
+pub use retry::{RetryPolicy, SleepFuture, Sleeper, TokioSleeper};
+pub use secret::ApiKey;

@@ -1,0 +1,501 @@
+//! Choosing and building providers from environment variables.
+//!
+//! The embedder and the generator are chosen separately: `CORTEX_EMBED_PROVIDER` and
+//! `CORTEX_LLM_PROVIDER`. Every variable, its default and its meaning is listed in
+//! `docs/PROVIDERS.md`. The lookup is injectable ([`ProviderConfig::from_env_map`]) so
+//! tests never touch the process environment.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cortex_core::{EmbeddingSignature, LLMProvider, ProviderError};
+
+use crate::anthropic::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_LLM_MODEL, AnthropicConfig, AnthropicProvider,
+};
+use crate::cache::CachingProvider;
+use crate::cache_store::ResponseCache;
+use crate::fake::{FAKE_MODEL, FakeProvider};
+use crate::gemini::{
+    GEMINI_BASE_URL, GEMINI_EMBED_DIM, GEMINI_EMBED_MODEL, GEMINI_LLM_MODEL, GeminiConfig,
+    GeminiProvider,
+};
+use crate::http::HttpOptions;
+use crate::openai::{
+    MaxTokensField, OLLAMA_BASE_URL, OLLAMA_EMBED_DIM, OLLAMA_EMBED_MODEL, OLLAMA_LLM_MODEL,
+    OPENAI_BASE_URL, OPENAI_EMBED_DIM, OPENAI_EMBED_MODEL, OPENAI_LLM_MODEL, OpenAiConfig,
+    OpenAiProvider,
+};
+use crate::secret::ApiKey;
+
+/// Dimension of the `fake` embedder when `CORTEX_EMBED_DIM` is not set.
+pub const FAKE_EMBED_DIM: usize = 256;
+
+/// Which service embeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedProviderKind {
+    Gemini,
+    OpenAi,
+    Ollama,
+    /// Feature hashing, for tests and demos: not semantic.
+    Fake,
+}
+
+impl EmbedProviderKind {
+    const VALID: &'static str = "gemini, openai, ollama, fake";
+}
+
+impl FromStr for EmbedProviderKind {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gemini" => Ok(Self::Gemini),
+            "openai" => Ok(Self::OpenAi),
+            "ollama" => Ok(Self::Ollama),
+            "fake" => Ok(Self::Fake),
+            other => Err(ProviderError::Config(format!(
+                "CORTEX_EMBED_PROVIDER={other:?} is not a known embedding provider; valid: {}",
+                Self::VALID
+            ))),
+        }
+    }
+}
+
+/// Which service generates text, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmProviderKind {
+    Gemini,
+    OpenAi,
+    Ollama,
+    Anthropic,
+    /// Scripted answers, for tests and demos.
+    Fake,
+    /// No generation: the layers that need it stay off.
+    None,
+}
+
+impl LlmProviderKind {
+    const VALID: &'static str = "gemini, openai, ollama, anthropic, fake, none";
+}
+
+impl FromStr for LlmProviderKind {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gemini" => Ok(Self::Gemini),
+            "openai" => Ok(Self::OpenAi),
+            "ollama" => Ok(Self::Ollama),
+            "anthropic" => Ok(Self::Anthropic),
+            "fake" => Ok(Self::Fake),
+            "none" => Ok(Self::None),
+            other => Err(ProviderError::Config(format!(
+                "CORTEX_LLM_PROVIDER={other:?} is not a known generation provider; valid: {}",
+                Self::VALID
+            ))),
+        }
+    }
+}
+
+/// The resolved provider settings. `Debug` shows keys as `***`.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub embed_provider: EmbedProviderKind,
+    pub embed_model: String,
+    pub embed_dimension: usize,
+    /// Send the dimension to the API (OpenAI `dimensions`); set when
+    /// `CORTEX_EMBED_DIM` asks for a size other than the model's native one.
+    /// Gemini always sends `outputDimensionality`.
+    pub send_dimensions: bool,
+    pub llm_provider: LlmProviderKind,
+    pub llm_model: String,
+    pub gemini_key: Option<ApiKey>,
+    pub openai_key: Option<ApiKey>,
+    pub anthropic_key: Option<ApiKey>,
+    pub ollama_key: Option<ApiKey>,
+    pub gemini_base_url: String,
+    pub openai_base_url: String,
+    pub ollama_base_url: String,
+    pub anthropic_base_url: String,
+    pub max_tokens_field: MaxTokensField,
+    pub send_temperature: bool,
+    /// SQLite file memoizing every call (`CORTEX_PROVIDER_CACHE`); none by default.
+    pub cache_path: Option<PathBuf>,
+    pub http: HttpOptions,
+}
+
+/// Native dimensions of common embedding models, so `CORTEX_EMBED_MODEL` alone is
+/// enough for them. Anything else needs `CORTEX_EMBED_DIM`.
+fn known_dimension(model: &str) -> Option<usize> {
+    // Ollama tags ("nomic-embed-text:latest") name the same model.
+    let base = model.split(':').next().unwrap_or(model);
+    match base {
+        "text-embedding-3-small" | "text-embedding-ada-002" => Some(1536),
+        "text-embedding-3-large" => Some(3072),
+        "nomic-embed-text" | "embeddinggemma" => Some(768),
+        "mxbai-embed-large" | "bge-m3" | "bge-large" | "snowflake-arctic-embed" => Some(1024),
+        "all-minilm" => Some(384),
+        _ => None,
+    }
+}
+
+impl ProviderConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ProviderError> {
+        Self::from_env_map(|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get`; empty values count as unset.
+    pub fn from_env_map(get: impl Fn(&str) -> Option<String>) -> Result<Self, ProviderError> {
+        let var = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let key = |name: &str| var(name).map(ApiKey::new);
+
+        let embed_provider = match var("CORTEX_EMBED_PROVIDER") {
+            Some(name) => name.parse()?,
+            None => EmbedProviderKind::Gemini,
+        };
+        let llm_provider = match var("CORTEX_LLM_PROVIDER") {
+            Some(name) => name.parse()?,
+            None => LlmProviderKind::None,
+        };
+        let requested_dim = match var("CORTEX_EMBED_DIM") {
+            Some(text) => {
+                let dim: usize = parse_number("CORTEX_EMBED_DIM", &text)?;
+                if dim == 0 {
+                    return Err(ProviderError::Config(
+                        "CORTEX_EMBED_DIM must be at least 1".into(),
+                    ));
+                }
+                Some(dim)
+            }
+            None => None,
+        };
+        let (embed_model, embed_dimension, send_dimensions) =
+            embed_model_and_dimension(embed_provider, var("CORTEX_EMBED_MODEL"), requested_dim)?;
+        let llm_model = var("CORTEX_LLM_MODEL").unwrap_or_else(|| {
+            match llm_provider {
+                LlmProviderKind::Gemini => GEMINI_LLM_MODEL,
+                LlmProviderKind::OpenAi => OPENAI_LLM_MODEL,
+                LlmProviderKind::Ollama => OLLAMA_LLM_MODEL,
+                LlmProviderKind::Anthropic => ANTHROPIC_LLM_MODEL,
+                LlmProviderKind::Fake => FAKE_MODEL,
+                LlmProviderKind::None => "",
+            }
+            .to_owned()
+        });
+
+        let mut http = HttpOptions::default();
+        if let Some(text) = var("CORTEX_PROVIDER_TIMEOUT_SECS") {
+            http.timeout =
+                Duration::from_secs(parse_number("CORTEX_PROVIDER_TIMEOUT_SECS", &text)?);
+        }
+        if let Some(text) = var("CORTEX_PROVIDER_MAX_ATTEMPTS") {
+            http.retry.max_attempts =
+                parse_number::<u32>("CORTEX_PROVIDER_MAX_ATTEMPTS", &text)?.max(1);
+        }
+        if let Some(text) = var("CORTEX_PROVIDER_RETRY_BUDGET_SECS") {
+            http.retry.max_elapsed =
+                Duration::from_secs(parse_number("CORTEX_PROVIDER_RETRY_BUDGET_SECS", &text)?);
+        }
+
+        Ok(Self {
+            embed_provider,
+            embed_model,
+            embed_dimension,
+            send_dimensions,
+            llm_provider,
+            llm_model,
+            gemini_key: key("GEMINI_API_KEY").or_else(|| key("GOOGLE_API_KEY")),
+            openai_key: key("OPENAI_API_KEY"),
+            anthropic_key: key("ANTHROPIC_API_KEY"),
+            ollama_key: key("OLLAMA_API_KEY"),
+            gemini_base_url: var("CORTEX_GEMINI_BASE_URL")
+                .unwrap_or_else(|| GEMINI_BASE_URL.into()),
+            openai_base_url: var("CORTEX_OPENAI_BASE_URL")
+                .unwrap_or_else(|| OPENAI_BASE_URL.into()),
+            ollama_base_url: var("CORTEX_OLLAMA_BASE_URL")
+                .unwrap_or_else(|| OLLAMA_BASE_URL.into()),
+            anthropic_base_url: var("CORTEX_ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|| ANTHROPIC_BASE_URL.into()),
+            max_tokens_field: match var("CORTEX_OPENAI_MAX_TOKENS_FIELD") {
+                Some(text) => text.parse()?,
+                None => MaxTokensField::default(),
+            },
+            send_temperature: match var("CORTEX_LLM_SEND_TEMPERATURE") {
+                Some(text) => parse_bool("CORTEX_LLM_SEND_TEMPERATURE", &text)?,
+                None => true,
+            },
+            cache_path: var("CORTEX_PROVIDER_CACHE").map(PathBuf::from),
+            http,
+        })
+    }
+
+    /// The signature the configured embedder will report.
+    pub fn embedding_signature(&self) -> EmbeddingSignature {
+        EmbeddingSignature::new(self.embed_model.clone(), self.embed_dimension)
+    }
+
+    /// The embedding provider, wrapped in a [`CachingProvider`] when
+    /// `CORTEX_PROVIDER_CACHE` is set. Fails with [`ProviderError::MissingKey`] naming
+    /// the variable when the chosen service needs a key that is not set.
+    pub fn build_embedder(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+        let (provider, generation_model) = match self.embed_provider {
+            EmbedProviderKind::Gemini => gemini(self.gemini_config()?)?,
+            EmbedProviderKind::OpenAi => openai(self.openai_config()?)?,
+            EmbedProviderKind::Ollama => openai(self.ollama_config())?,
+            // Never cached: its answers are scripted per test.
+            EmbedProviderKind::Fake => {
+                return Ok(Arc::new(
+                    FakeProvider::new(self.embed_dimension).with_model(self.embed_model.clone()),
+                ));
+            }
+        };
+        self.maybe_cached(provider, &generation_model)
+    }
+
+    /// The generation provider, `None` for `CORTEX_LLM_PROVIDER=none` (the default);
+    /// cached like [`build_embedder`](Self::build_embedder).
+    pub fn build_llm(&self) -> Result<Option<Arc<dyn LLMProvider>>, ProviderError> {
+        let (provider, generation_model) = match self.llm_provider {
+            LlmProviderKind::None => return Ok(None),
+            LlmProviderKind::Fake => {
+                return Ok(Some(Arc::new(FakeProvider::new(self.embed_dimension))));
+            }
+            LlmProviderKind::Gemini => gemini(self.gemini_config()?)?,
+            LlmProviderKind::OpenAi => openai(self.openai_config()?)?,
+            LlmProviderKind::Ollama => openai(self.ollama_config())?,
+            LlmProviderKind::Anthropic => {
+                let api_key = self
+                    .anthropic_key
+                    .clone()
+                    .ok_or(ProviderError::MissingKey {
+                        provider: "anthropic",
+                        variable: "ANTHROPIC_API_KEY",
+                    })?;
+                let provider = AnthropicProvider::new(AnthropicConfig {
+                    api_key,
+                    base_url: self.anthropic_base_url.clone(),
+                    generation_model: self.llm_model.clone(),
+                    send_temperature: self.send_temperature,
+                    http: self.http.clone(),
+                })?;
+                let model = provider.generation_model().to_owned();
+                (Arc::new(provider) as Arc<dyn LLMProvider>, model)
+            }
+        };
+        self.maybe_cached(provider, &generation_model).map(Some)
+    }
+
+    fn maybe_cached(
+        &self,
+        provider: Arc<dyn LLMProvider>,
+        generation_model: &str,
+    ) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+        match &self.cache_path {
+            None => Ok(provider),
+            Some(path) => {
+                let cache = Arc::new(ResponseCache::open(path)?);
+                Ok(Arc::new(CachingProvider::new(
+                    provider,
+                    cache,
+                    generation_model,
+                )))
+            }
+        }
+    }
+
+    fn gemini_config(&self) -> Result<GeminiConfig, ProviderError> {
+        let api_key = self.gemini_key.clone().ok_or(ProviderError::MissingKey {
+            provider: "gemini",
+            variable: "GEMINI_API_KEY",
+        })?;
+        Ok(GeminiConfig {
+            api_key,
+            base_url: self.gemini_base_url.clone(),
+            embed_model: self.embed_model_for(EmbedProviderKind::Gemini, GEMINI_EMBED_MODEL),
+            dimension: self.embed_dimension_for(EmbedProviderKind::Gemini, GEMINI_EMBED_DIM),
+            generation_model: self.llm_model_for(LlmProviderKind::Gemini, GEMINI_LLM_MODEL),
+            send_temperature: self.send_temperature,
+            http: self.http.clone(),
+        })
+    }
+
+    fn openai_config(&self) -> Result<OpenAiConfig, ProviderError> {
+        // Only OpenAI itself insists on a key; vLLM, llama.cpp and LM Studio behind
+        // CORTEX_OPENAI_BASE_URL usually run without one.
+        if self.openai_key.is_none() && is_public_openai(&self.openai_base_url) {
+            return Err(ProviderError::MissingKey {
+                provider: "openai",
+                variable: "OPENAI_API_KEY",
+            });
+        }
+        Ok(OpenAiConfig {
+            base_url: self.openai_base_url.clone(),
+            embed_model: self.embed_model_for(EmbedProviderKind::OpenAi, OPENAI_EMBED_MODEL),
+            dimension: self.embed_dimension_for(EmbedProviderKind::OpenAi, OPENAI_EMBED_DIM),
+            send_dimensions: self.embed_provider == EmbedProviderKind::OpenAi
+                && self.send_dimensions,
+            generation_model: self.llm_model_for(LlmProviderKind::OpenAi, OPENAI_LLM_MODEL),
+            max_tokens_field: self.max_tokens_field,
+            send_temperature: self.send_temperature,
+            http: self.http.clone(),
+            ..OpenAiConfig::openai(self.openai_key.clone())
+        })
+    }
+
+    fn ollama_config(&self) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: self.ollama_base_url.clone(),
+            // Only Ollama Cloud wants a key; a local server ignores it.
+            api_key: self.ollama_key.clone(),
+            embed_model: self.embed_model_for(EmbedProviderKind::Ollama, OLLAMA_EMBED_MODEL),
+            dimension: self.embed_dimension_for(EmbedProviderKind::Ollama, OLLAMA_EMBED_DIM),
+            send_dimensions: self.embed_provider == EmbedProviderKind::Ollama
+                && self.send_dimensions,
+            generation_model: self.llm_model_for(LlmProviderKind::Ollama, OLLAMA_LLM_MODEL),
+            // Ollama silently ignores max_completion_tokens.
+            max_tokens_field: MaxTokensField::MaxTokens,
+            send_temperature: self.send_temperature,
+            http: self.http.clone(),
+            ..OpenAiConfig::ollama()
+        }
+    }
+
+    /// The embedding model when `kind` is the embedder, else the service's default (the
+    /// instance built for generation never embeds, but must hold a valid setting).
+    fn embed_model_for(&self, kind: EmbedProviderKind, default: &str) -> String {
+        if self.embed_provider == kind {
+            self.embed_model.clone()
+        } else {
+            default.to_owned()
+        }
+    }
+
+    fn llm_model_for(&self, kind: LlmProviderKind, default: &str) -> String {
+        if self.llm_provider == kind {
+            self.llm_model.clone()
+        } else {
+            default.to_owned()
+        }
+    }
+
+    fn embed_dimension_for(&self, kind: EmbedProviderKind, default: usize) -> usize {
+        if self.embed_provider == kind {
+            self.embed_dimension
+        } else {
+            default
+        }
+    }
+}
+
+type Built = (Arc<dyn LLMProvider>, String);
+
+fn gemini(config: GeminiConfig) -> Result<Built, ProviderError> {
+    let provider = GeminiProvider::new(config)?;
+    let model = provider.generation_model().to_owned();
+    Ok((Arc::new(provider), model))
+}
+
+fn openai(config: OpenAiConfig) -> Result<Built, ProviderError> {
+    let provider = OpenAiProvider::new(config)?;
+    let model = provider.generation_model().to_owned();
+    Ok((Arc::new(provider), model))
+}
+
+fn embed_model_and_dimension(
+    kind: EmbedProviderKind,
+    model: Option<String>,
+    requested_dim: Option<usize>,
+) -> Result<(String, usize, bool), ProviderError> {
+    let (default_model, default_dim) = match kind {
+        EmbedProviderKind::Gemini => (GEMINI_EMBED_MODEL, GEMINI_EMBED_DIM),
+        EmbedProviderKind::OpenAi => (OPENAI_EMBED_MODEL, OPENAI_EMBED_DIM),
+        EmbedProviderKind::Ollama => (OLLAMA_EMBED_MODEL, OLLAMA_EMBED_DIM),
+        EmbedProviderKind::Fake => (FAKE_MODEL, FAKE_EMBED_DIM),
+    };
+    let model = model.unwrap_or_else(|| default_model.to_owned());
+    match kind {
+        // Gemini models take any size (128–3072 for gemini-embedding-001) and always
+        // get outputDimensionality, so the default size fits every model.
+        EmbedProviderKind::Gemini => {
+            let dim = requested_dim.unwrap_or(default_dim);
+            if model.trim_start_matches("models/") == GEMINI_EMBED_MODEL
+                && !(128..=3072).contains(&dim)
+            {
+                return Err(ProviderError::Config(format!(
+                    "CORTEX_EMBED_DIM={dim} is outside gemini-embedding-001's range 128..=3072"
+                )));
+            }
+            Ok((model, dim, true))
+        }
+        EmbedProviderKind::Fake => Ok((model, requested_dim.unwrap_or(default_dim), false)),
+        EmbedProviderKind::OpenAi | EmbedProviderKind::Ollama => {
+            let native = known_dimension(&model);
+            match (requested_dim, native) {
+                // Asking for the native size is a no-op; not sending it keeps models
+                // that refuse `dimensions` (ada-002, most Ollama models) working.
+                (Some(dim), Some(native)) => Ok((model, dim, dim != native)),
+                (Some(dim), None) => Ok((model, dim, true)),
+                (None, Some(native)) => Ok((model, native, false)),
+                (None, None) => Err(ProviderError::Config(format!(
+                    "the dimension of embedding model {model:?} is not known; set CORTEX_EMBED_DIM"
+                ))),
+            }
+        }
+    }
+}
+
+fn is_public_openai(base_url: &str) -> bool {
+    let rest = base_url
+        .trim()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    host.eq_ignore_ascii_case("api.openai.com")
+}
+
+fn parse_number<T: FromStr>(name: &str, text: &str) -> Result<T, ProviderError>
+where
+    T::Err: fmt::Display,
+{
+    text.parse()
+        .map_err(|e| ProviderError::Config(format!("{name}={text:?} is not a valid number: {e}")))
+}
+
+fn parse_bool(name: &str, text: &str) -> Result<bool, ProviderError> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ProviderError::Config(format!(
+            "{name}={text:?} is not a boolean; use true or false"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_openai_host_detection() {
+        assert!(is_public_openai("https://api.openai.com/v1"));
+        assert!(is_public_openai("https://API.openai.com:443/v1/"));
+        assert!(!is_public_openai("http://localhost:8000/v1"));
+        assert!(!is_public_openai("https://api.openai.com.evil.example/v1"));
+    }
+
+    #[test]
+    fn known_dimensions_ignore_ollama_tags() {
+        assert_eq!(known_dimension("nomic-embed-text:latest"), Some(768));
+        assert_eq!(known_dimension("text-embedding-3-large"), Some(3072));
+        assert_eq!(known_dimension("my-model"), None);
+    }
+}
