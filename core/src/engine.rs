@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use uuid::Uuid;
 
+use crate::dossier::{Direction, Dossier, Relationship};
 use crate::embedding::validate_embedding;
 use crate::error::{CortexError, EmbeddingProblem, Result};
 use crate::hybrid::{ScoredMemory, hybrid_retrieve};
@@ -15,6 +16,7 @@ use crate::memory::{
     validate_user,
 };
 use crate::provider::{EmbedTask, LLMProvider};
+use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
 use crate::tokenizer::query_terms;
@@ -24,13 +26,23 @@ pub const MAX_LIMIT: usize = 1000;
 /// Fewest hex characters a forget prefix must have.
 pub const MIN_PREFIX_HEX: usize = 4;
 
-/// Engine limits.
+/// The opt-in write-time layers; all off by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// Dated events per memory (`CORTEX_EPISODIC`), read by [`CortexMemory::timeline`].
+    pub episodic: bool,
+    /// The entity graph (`CORTEX_GRAPH`), read by [`CortexMemory::recall_about`].
+    pub graph: bool,
+}
+
+/// Engine limits and layers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
     /// Largest memory content, in bytes of UTF-8.
     pub max_content_bytes: usize,
     /// Largest recall query, in bytes of UTF-8.
     pub max_query_bytes: usize,
+    pub layers: Layers,
 }
 
 impl Default for EngineConfig {
@@ -38,6 +50,7 @@ impl Default for EngineConfig {
         Self {
             max_content_bytes: DEFAULT_MAX_CONTENT_BYTES,
             max_query_bytes: DEFAULT_MAX_CONTENT_BYTES,
+            layers: Layers::default(),
         }
     }
 }
@@ -194,6 +207,75 @@ impl CortexMemory {
         })
         .await;
         Ok(id)
+    }
+
+    /// Dated events in `range`, oldest first, with their memories. Needs the episodic layer.
+    pub async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        limit: usize,
+    ) -> Result<Vec<TimelineEntry>> {
+        validate_user(user)?;
+        check_limit("limit", limit)?;
+        if !self.config.layers.episodic {
+            return Err(CortexError::LayerDisabled {
+                layer: "episodic",
+                variable: "CORTEX_EPISODIC",
+            });
+        }
+        if let (Some(since), Some(until)) = (range.since, range.until)
+            && since > until
+        {
+            return Err(CortexError::invalid("since", "must not be after until"));
+        }
+        Ok(self.store.timeline(user, range, limit).await?)
+    }
+
+    /// What the entity graph holds about `entity` (found by name or alias): its
+    /// relationships both ways and its linked memories, newest first, at most `limit`.
+    /// A keyed read: no embed and no model call. Needs the graph layer.
+    pub async fn recall_about(&self, user: &str, entity: &str, limit: usize) -> Result<Dossier> {
+        validate_user(user)?;
+        check_limit("limit", limit)?;
+        if !self.config.layers.graph {
+            return Err(CortexError::LayerDisabled {
+                layer: "graph",
+                variable: "CORTEX_GRAPH",
+            });
+        }
+        if normalize_entity_name(entity).is_empty() {
+            return Err(CortexError::invalid("entity", "must not be empty"));
+        }
+        let found =
+            self.store
+                .find_entity(user, entity)
+                .await?
+                .ok_or_else(|| CortexError::NotFound {
+                    id: entity.trim().to_owned(),
+                })?;
+        let mut relationships = Vec::new();
+        for edge in self.store.edges(user, &found.id).await? {
+            let (direction, other_id) = if edge.source == found.id {
+                (Direction::Out, edge.target)
+            } else {
+                (Direction::In, edge.source)
+            };
+            // An edge's endpoints belong to the user; a missing one was deleted under us.
+            if let Some(other) = self.store.entity(user, &other_id).await? {
+                relationships.push(Relationship {
+                    label: edge.label,
+                    direction,
+                    other,
+                });
+            }
+        }
+        let memories = self.store.entity_memories(user, &found.id, limit).await?;
+        Ok(Dossier {
+            entity: found,
+            relationships,
+            memories,
+        })
     }
 
     /// The full id a caller's id or prefix names.

@@ -292,6 +292,10 @@ impl MemoryStore for InMemoryStore {
         }))
     }
 
+    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
+        Ok(self.with_user(user, |d| d.entities.iter().find(|e| &e.id == id).cloned()))
+    }
+
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
         self.with_user_mut(user, |d| {
             d.require_entity(&edge.source)?;

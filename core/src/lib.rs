@@ -5,6 +5,7 @@
 //! Rank Fusion, and the [`CortexMemory`] engine. It performs no I/O of its own: storage
 //! backends and model providers live in other crates.
 
+pub mod dossier;
 pub mod embedding;
 pub mod engine;
 pub mod error;
@@ -18,7 +19,8 @@ pub mod signature;
 pub mod store;
 pub mod tokenizer;
 
-pub use engine::{CortexMemory, EngineConfig, MAX_LIMIT, MemorizeStatus, Memorized};
+pub use dossier::{Direction, Dossier, Relationship};
+pub use engine::{CortexMemory, EngineConfig, Layers, MAX_LIMIT, MemorizeStatus, Memorized};
 pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
 pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve};
 pub use in_memory::InMemoryStore;

@@ -145,6 +145,9 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// The entity whose normalised name or alias equals `name` normalised.
     async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>>;
 
+    /// The entity with this id, if it belongs to the user.
+    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>>;
+
     /// Adds a directed labelled edge; adding the same (source, target, label) again is a
     /// no-op.
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()>;
@@ -248,6 +251,9 @@ macro_rules! forward_store {
             }
             async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
                 (**self).find_entity(user, name).await
+            }
+            async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
+                (**self).entity(user, id).await
             }
             async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
                 (**self).add_edge(user, edge).await

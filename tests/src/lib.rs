@@ -83,6 +83,7 @@ macro_rules! conformance_suite {
             supersession_hides_and_forget_restores,
             forget_cascades_enrichment,
             enrichment_is_isolated_per_user,
+            timeline_and_dossier_reads,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {

@@ -652,6 +652,20 @@ impl MemoryStore for SqliteStore {
             .await
     }
 
+    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
+        let (user, id) = (user.to_owned(), encode_id(id));
+        self.run(move |conn| {
+            let sql =
+                format!("SELECT {ENTITY_COLUMNS} FROM entities WHERE id = ?1 AND user_id = ?2");
+            conn.query_row(&sql, params![id, user], read_entity)
+                .optional()
+                .map_err(db_err)?
+                .map(decode_entity)
+                .transpose()
+        })
+        .await
+    }
+
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
         let (user, edge) = (user.to_owned(), edge.clone());
         self.write(move |tx| {

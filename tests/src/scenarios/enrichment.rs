@@ -214,6 +214,11 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
         "out and in, oldest first, no duplicate"
     );
     assert_eq!(store.edges(&u, &notes.id).await.unwrap().len(), 1);
+    assert_eq!(
+        store.entity(&u, &charles.id).await.unwrap(),
+        Some(charles.clone())
+    );
+    assert_eq!(store.entity(&u, &uuid::Uuid::new_v4()).await.unwrap(), None);
 
     store
         .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
@@ -434,6 +439,7 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
             .is_none()
     );
     assert!(store.edges(&b, &ent.id).await.unwrap().is_empty());
+    assert!(store.entity(&b, &ent.id).await.unwrap().is_none());
     assert!(
         store
             .entity_memories(&b, &ent.id, 10)
@@ -476,4 +482,127 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
         .unwrap();
     assert_ne!(b_ent.id, ent.id);
     assert_eq!(engine.count(&a).await.unwrap(), 2);
+}
+
+/// The engine's keyed reads: refused with the variable to set while a layer is off; with it
+/// on, the timeline and the dossier (relationships both ways, memories newest first)
+/// without a single provider call.
+pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
+    use cortex_core::{CortexError, CortexMemory, Direction, EngineConfig, Layers};
+    use std::sync::Arc;
+
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (off, _) = engine(store.clone());
+    let u = user("reads");
+    assert!(matches!(
+        off.timeline(&u, &TimeRange::default(), 10).await,
+        Err(CortexError::LayerDisabled {
+            variable: "CORTEX_EPISODIC",
+            ..
+        })
+    ));
+    assert!(matches!(
+        off.recall_about(&u, "Dana", 10).await,
+        Err(CortexError::LayerDisabled {
+            variable: "CORTEX_GRAPH",
+            ..
+        })
+    ));
+
+    let fake = Arc::new(cortex_providers::FakeProvider::new(crate::support::DIM));
+    let config = EngineConfig {
+        layers: Layers {
+            episodic: true,
+            graph: true,
+        },
+        ..EngineConfig::default()
+    };
+    let on = CortexMemory::with_config(store.clone(), fake.clone(), config);
+    let m = remember_all(
+        &on,
+        &u,
+        &["Dana joined in May", "Dana leads the Lisbon team"],
+    )
+    .await;
+    let calls = fake.embed_calls();
+    let dana = store
+        .upsert_entity(&u, &upsert("Dana Scully", &["Dana"]))
+        .await
+        .unwrap();
+    let lisbon = store
+        .upsert_entity(&u, &upsert("Lisbon team", &[]))
+        .await
+        .unwrap();
+    let me = store.upsert_entity(&u, &upsert("self", &[])).await.unwrap();
+    store
+        .add_edge(&u, &edge(dana.id, lisbon.id, "leads", Some(m[1].id)))
+        .await
+        .unwrap();
+    store
+        .add_edge(&u, &edge(me.id, dana.id, "manages", None))
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[0].id, &dana.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .link_entity(&u, &m[1].id, &dana.id, EntityRole::Subject)
+        .await
+        .unwrap();
+    store
+        .add_event(&u, &event(m[0].id, "2024-05-01T09:00:00Z"))
+        .await
+        .unwrap();
+
+    let dossier = on.recall_about(&u, "  DANA ", 10).await.unwrap();
+    assert_eq!(dossier.entity.id, dana.id);
+    let rels: Vec<(&str, Direction, &str)> = dossier
+        .relationships
+        .iter()
+        .map(|r| (r.label.as_str(), r.direction, r.other.name.as_str()))
+        .collect();
+    assert_eq!(
+        rels,
+        [
+            ("leads", Direction::Out, "Lisbon team"),
+            ("manages", Direction::In, "self")
+        ]
+    );
+    let ids: Vec<_> = dossier.memories.iter().map(|x| x.id).collect();
+    assert_eq!(ids, [m[1].id, m[0].id]);
+    assert_eq!(
+        on.recall_about(&u, "dana", 1).await.unwrap().memories.len(),
+        1
+    );
+    assert!(matches!(
+        on.recall_about(&u, "nobody", 10).await,
+        Err(CortexError::NotFound { .. })
+    ));
+    assert!(matches!(
+        on.recall_about(&u, "  ", 10).await,
+        Err(CortexError::InvalidInput {
+            field: "entity",
+            ..
+        })
+    ));
+
+    let timeline = on.timeline(&u, &TimeRange::default(), 10).await.unwrap();
+    assert_eq!(timeline.len(), 1);
+    assert_eq!(timeline[0].memory.id, m[0].id);
+    let backwards = TimeRange {
+        since: Some(at("2024-06-01T00:00:00Z")),
+        until: Some(at("2024-01-01T00:00:00Z")),
+    };
+    assert!(matches!(
+        on.timeline(&u, &backwards, 10).await,
+        Err(CortexError::InvalidInput { field: "since", .. })
+    ));
+    assert_eq!(
+        fake.embed_calls(),
+        calls,
+        "keyed reads make no provider call"
+    );
+    assert_eq!(fake.generate_calls(), 0);
 }
