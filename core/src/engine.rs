@@ -1,6 +1,6 @@
 //! CortexMemory: the engine that composes a provider, a store and hybrid retrieval.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
@@ -20,6 +20,7 @@ use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
 use crate::tokenizer::query_terms;
+use crate::usage::{CallKind, ProviderUsage, UsageMeter};
 
 /// Largest `top_k` or list limit the engine accepts.
 pub const MAX_LIMIT: usize = 1000;
@@ -91,6 +92,7 @@ pub struct CortexMemory {
     /// The store's signature once known; it never changes after the first write.
     stored_signature: OnceLock<EmbeddingSignature>,
     indexes: Mutex<HashMap<String, IndexSlot>>,
+    usage: UsageMeter,
 }
 
 impl CortexMemory {
@@ -109,6 +111,7 @@ impl CortexMemory {
             config,
             stored_signature: OnceLock::new(),
             indexes: Mutex::new(HashMap::new()),
+            usage: UsageMeter::default(),
         }
     }
 
@@ -118,6 +121,11 @@ impl CortexMemory {
 
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// Calls and tokens spent per provider since this engine started.
+    pub fn usage(&self) -> BTreeMap<String, ProviderUsage> {
+        self.usage.snapshot()
     }
 
     /// Validates, embeds once and stores one memory in one transaction.
@@ -334,7 +342,11 @@ impl CortexMemory {
         task: EmbedTask,
         signature: &EmbeddingSignature,
     ) -> Result<Vec<f32>> {
-        let result = self.embedder.embed(&[text.to_owned()], task).await?;
+        let result = self.embedder.embed(&[text.to_owned()], task).await;
+        let usage = result.as_ref().ok().map(|r| r.usage);
+        self.usage
+            .record(self.embedder.name(), CallKind::Embed, usage);
+        let result = result?;
         let got = result.vectors.len();
         let Ok([vector]) = <[Vec<f32>; 1]>::try_from(result.vectors) else {
             return Err(EmbeddingProblem::WrongCount { expected: 1, got }.into());

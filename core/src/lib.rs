@@ -18,6 +18,7 @@ pub mod records;
 pub mod signature;
 pub mod store;
 pub mod tokenizer;
+pub mod usage;
 
 pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{CortexMemory, EngineConfig, Layers, MAX_LIMIT, MemorizeStatus, Memorized};
@@ -31,3 +32,4 @@ pub use signature::EmbeddingSignature;
 pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
 };
+pub use usage::ProviderUsage;

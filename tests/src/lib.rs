@@ -11,6 +11,7 @@
 // Test support: a failed expectation is a panic that names it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod counting;
 pub mod reference;
 pub mod scenarios;
 pub mod support;
@@ -75,6 +76,7 @@ macro_rules! conformance_suite {
             content_size_limit_is_exact,
             cached_index_follows_own_writes,
             cached_index_sees_other_handles_writes,
+            unchanged_store_is_not_reread,
             concurrent_memorize_keeps_every_memory,
             one_embed_per_memorize_and_recall,
             events_timeline_range_and_order,

@@ -332,3 +332,75 @@ pub async fn unicode_and_sql_text_verbatim(factory: &dyn StoreFactory) {
         ["日本", "'; --"]
     );
 }
+
+/// With nothing changed, recall reads one change counter and no rows; this engine's own
+/// writes keep the cache without a rebuild; another handle's write costs one rebuild. With
+/// every layer off, memorize and recall never touch the enrichment records.
+pub async fn unchanged_store_is_not_reread(factory: &dyn StoreFactory) {
+    use crate::counting::{CountingStore, ENRICHMENT_METHODS};
+
+    let storage = factory.create().await;
+    let counting = Arc::new(CountingStore::new(storage.connect().await));
+    let (engine, _) = engine(counting.clone());
+    let u = user("no-reread");
+    remember_all(&engine, &u, &CORPUS[..8]).await;
+    let pushdown = counting.capabilities().search;
+    counting.reset();
+    for query in QUERIES {
+        engine.recall(&u, query, 5).await.unwrap();
+    }
+    if pushdown {
+        assert_eq!(counting.calls("search"), QUERIES.len() as u64);
+        assert_eq!(counting.calls("build_index"), 0);
+    } else {
+        assert_eq!(
+            counting.calls("build_index"),
+            1,
+            "built once, then served from cache"
+        );
+        assert_eq!(counting.calls("generation"), QUERIES.len() as u64);
+    }
+    let calls = counting.snapshot();
+    let touched: Vec<_> = calls
+        .keys()
+        .filter(|k| ENRICHMENT_METHODS.contains(k))
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "recall touched enrichment records: {touched:?}"
+    );
+    let per_recall: u64 = calls.values().sum::<u64>() / QUERIES.len() as u64;
+    assert!(per_recall <= 2, "store calls per warm recall: {calls:?}");
+
+    counting.reset();
+    remember_all(&engine, &u, &["one more memory about otters"]).await;
+    let hits = engine.recall(&u, "otters", 1).await.unwrap();
+    assert_eq!(hits[0].memory.content, "one more memory about otters");
+    assert_eq!(
+        counting.calls("build_index"),
+        0,
+        "own write applied in place"
+    );
+    let touched: Vec<_> = counting
+        .snapshot()
+        .into_keys()
+        .filter(|k| ENRICHMENT_METHODS.contains(k))
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "memorize touched enrichment records: {touched:?}"
+    );
+
+    let (other, _) = crate::support::engine(storage.connect().await);
+    remember_all(&other, &u, &["written elsewhere about badgers"]).await;
+    counting.reset();
+    let hits = engine.recall(&u, "badgers", 1).await.unwrap();
+    assert_eq!(hits[0].memory.content, "written elsewhere about badgers");
+    if !pushdown {
+        assert_eq!(
+            counting.calls("build_index"),
+            1,
+            "a foreign write costs one rebuild"
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! What is particular to the SQLite file: where it goes, who may read it, its journal mode,
+//! and its schema version.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+
+use cortex_core::{CortexMemory, MemoryKind, MemoryStore, StoreError};
+use cortex_providers::FakeProvider;
+use cortex_sqlite::{SCHEMA_VERSION, SqliteStore};
+use rusqlite::Connection;
+
+#[test]
+fn creates_parent_directories_and_restricts_the_file_to_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a").join("b").join("memory.db");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.path(), path);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn uses_wal_foreign_keys_and_records_the_schema_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let version: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for table in [
+        "entities",
+        "entity_edges",
+        "events",
+        "memories",
+        "memory_entities",
+        "meta",
+        "supersessions",
+    ] {
+        assert!(
+            tables.iter().any(|t| t == table),
+            "missing table {table}: {tables:?}"
+        );
+    }
+}
+
+#[test]
+fn reopening_does_not_migrate_twice_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    drop(SqliteStore::open(&path).unwrap());
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [(SCHEMA_VERSION + 1).to_string()],
+    )
+    .unwrap();
+    drop(conn);
+    match SqliteStore::open(&path) {
+        Err(StoreError::Schema(message)) => assert!(message.contains("newer"), "{message}"),
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_unwritable_location_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(matches!(
+        SqliteStore::open(file.join("memory.db")),
+        Err(StoreError::Config(_))
+    ));
+}
+
+#[test]
+fn default_path_is_under_the_home_directory() {
+    let path = cortex_sqlite::default_path().unwrap();
+    assert!(path.ends_with(".cortex/memory.db"), "{}", path.display());
+}
+
+#[tokio::test]
+async fn vectors_are_stored_as_little_endian_f32_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&path).unwrap());
+    let fake = Arc::new(FakeProvider::new(16));
+    let engine = CortexMemory::new(store, fake.clone());
+    engine
+        .memorize("u", "blob layout check", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let blob: Vec<u8> = conn
+        .query_row("SELECT embedding FROM memories", [], |r| r.get(0))
+        .unwrap();
+    let expected: Vec<u8> = fake
+        .vector("blob layout check")
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(blob, expected);
+}
