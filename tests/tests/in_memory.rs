@@ -1,5 +1,7 @@
 //! The conformance suite against the in-memory reference store.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

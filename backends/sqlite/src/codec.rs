@@ -10,7 +10,7 @@ pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
 }
 
 pub(crate) fn decode_vector(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(StoreError::Corrupt(format!(
             "embedding blob of {} bytes is not a whole number of f32",
             bytes.len()

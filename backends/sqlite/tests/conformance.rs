@@ -1,5 +1,7 @@
 //! The conformance suite against SQLite files in temporary directories.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -1,6 +1,8 @@
 //! What is particular to the SQLite file: where it goes, who may read it, its journal mode,
 //! and its schema version.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
+
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
