@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command: prepares what the tests talk to, then runs every test.
+#
+# - PostgreSQL + pgvector: when CORTEX_TEST_DATABASE_URL is unset and this is a Debian
+#   machine where we are root with a local server (the CI machine), pgvector is installed
+#   and the URL points at the local `test` database. Elsewhere, set the URL yourself (or
+#   run Docker: the tests then start pgvector/pgvector:pg17 with testcontainers);
+#   without either, the Postgres tests print one skip line each (and fail under CI).
+# - The external MCP client: a Python virtualenv with the official `mcp` SDK.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${CORTEX_TEST_DATABASE_URL:-}" ] && [ "$(id -u)" = 0 ] && [ -d /etc/postgresql ]; then
+  bash scripts/install-pgvector.sh
+  export CORTEX_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/test"
+fi
+
+if [ -f scripts/setup-python-client.sh ]; then
+  bash scripts/setup-python-client.sh
+fi
+
+exec cargo test --workspace --locked "$@"
