@@ -14,7 +14,6 @@ use cortex_core::{
 };
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
 
 use crate::http::{HttpClient, HttpOptions};
 use crate::secret::ApiKey;
@@ -243,28 +242,22 @@ impl LLMProvider for OpenAiProvider {
         temperature: f32,
         max_output_tokens: u32,
     ) -> Result<GenResult, ProviderError> {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(self.config.generation_model));
-        body.insert(
-            "messages".into(),
-            json!([{"role": "user", "content": prompt}]),
-        );
-        if self.config.send_temperature {
-            body.insert("temperature".into(), json!(temperature));
-        }
-        body.insert(
-            self.config.max_tokens_field.as_str().into(),
-            json!(max_output_tokens),
-        );
+        let limit = Some(max_output_tokens);
+        let body = ChatRequest {
+            model: &self.config.generation_model,
+            messages: [ChatRequestMessage {
+                role: "user",
+                content: prompt,
+            }],
+            temperature: self.config.send_temperature.then_some(temperature),
+            max_tokens: limit.filter(|_| self.config.max_tokens_field == MaxTokensField::MaxTokens),
+            max_completion_tokens: limit
+                .filter(|_| self.config.max_tokens_field == MaxTokensField::MaxCompletionTokens),
+        };
         let url = format!("{}/chat/completions", self.config.base_url);
         let answer: ChatResponse = self
             .http
-            .post_json(
-                &url,
-                self.headers()?,
-                &Value::Object(body),
-                self.config.api_key.as_ref(),
-            )
+            .post_json(&url, self.headers()?, &body, self.config.api_key.as_ref())
             .await?;
         answer.into_result(self.config.name)
     }
@@ -277,6 +270,25 @@ struct EmbeddingsRequest<'a> {
     encoding_format: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     dimensions: Option<usize>,
+}
+
+/// Exactly one of the two limit fields is set, per [`MaxTokensField`].
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [ChatRequestMessage<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct ChatRequestMessage<'a> {
+    role: &'static str,
+    content: &'a str,
 }
 
 #[derive(Deserialize)]
