@@ -102,6 +102,14 @@ impl ResponseCache {
                 path.display()
             ))
         };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                ProviderError::Config(format!(
+                    "cannot create {} for the response cache: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
         let conn = Connection::open(path).map_err(fail)?;
         // Several benchmark processes may share one file: wait for a lock rather than
         // fail, and let readers run alongside the writer.

@@ -132,7 +132,7 @@ impl GeminiProvider {
                 .iter()
                 .map(|text| EmbedRequest {
                     model: &model,
-                    content: Content::user_text(text),
+                    content: Content::text(text),
                     task_type,
                     output_dimensionality: self.config.dimension,
                 })
@@ -210,14 +210,23 @@ impl LLMProvider for GeminiProvider {
 
 #[derive(Serialize)]
 struct Content<'a> {
-    role: &'static str,
+    /// Set for a conversation turn; an embedding's content has no role.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
     parts: [Part<'a>; 1],
 }
 
 impl<'a> Content<'a> {
     fn user_text(text: &'a str) -> Self {
         Self {
-            role: "user",
+            role: Some("user"),
+            parts: [Part { text }],
+        }
+    }
+
+    fn text(text: &'a str) -> Self {
+        Self {
+            role: None,
             parts: [Part { text }],
         }
     }

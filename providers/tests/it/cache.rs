@@ -100,7 +100,8 @@ async fn generations_are_keyed_by_parameters() {
 #[tokio::test]
 async fn the_disk_cache_survives_reopening() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("provider-cache.sqlite");
+    // The harness may name a directory that does not exist yet.
+    let file = dir.path().join("runs").join("provider-cache.sqlite");
     let inputs = texts(&["persisted text", "another one"]);
     let first_vectors = {
         let p = cached_fake(Arc::new(ResponseCache::open(&file).unwrap()));

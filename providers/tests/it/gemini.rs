@@ -76,11 +76,11 @@ async fn embed_sends_the_documented_request_and_normalises_truncated_vectors() {
         body(req),
         json!({"requests": [
             {"model": "models/gemini-embedding-001",
-             "content": {"role": "user", "parts": [{"text": "first"}]},
+             "content": {"parts": [{"text": "first"}]},
              "taskType": "RETRIEVAL_DOCUMENT",
              "outputDimensionality": 4},
             {"model": "models/gemini-embedding-001",
-             "content": {"role": "user", "parts": [{"text": "second"}]},
+             "content": {"parts": [{"text": "second"}]},
              "taskType": "RETRIEVAL_DOCUMENT",
              "outputDimensionality": 4}
         ]})
