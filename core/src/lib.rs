@@ -14,6 +14,7 @@ pub mod in_memory;
 pub mod index;
 pub mod memory;
 pub mod provider;
+pub mod reader;
 pub mod records;
 pub mod signature;
 pub mod store;
