@@ -426,10 +426,10 @@ fn embed_model_and_dimension(
         // Gemini models take any size (128–3072 for gemini-embedding-001) and always
         // get outputDimensionality, so the default size fits every model.
         EmbedProviderKind::Gemini => {
+            // The API's own spelling "models/…" names the same model as the bare id.
+            let model = model.strip_prefix("models/").unwrap_or(&model).to_owned();
             let dim = requested_dim.unwrap_or(default_dim);
-            if model.trim_start_matches("models/") == GEMINI_EMBED_MODEL
-                && !(128..=3072).contains(&dim)
-            {
+            if model == GEMINI_EMBED_MODEL && !(128..=3072).contains(&dim) {
                 return Err(ProviderError::Config(format!(
                     "CORTEX_EMBED_DIM={dim} is outside gemini-embedding-001's range 128..=3072"
                 )));

@@ -89,15 +89,13 @@ impl HttpClient {
     pub(crate) async fn post_json<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         url: &str,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: &B,
         key: Option<&ApiKey>,
     ) -> Result<T, ProviderError> {
-        let payload = serde_json::to_vec(body).map_err(|e| ProviderError::InvalidResponse {
-            provider: self.provider,
-            message: format!("cannot encode the request: {e}"),
+        let payload = serde_json::to_vec(body).map_err(|e| {
+            ProviderError::Config(format!("{}: cannot encode the request: {e}", self.provider))
         })?;
-        let mut headers = headers;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
 
         let mut attempt: u32 = 0;
@@ -111,10 +109,7 @@ impl HttpClient {
                 Ok(text) => return self.decode(&text),
                 Err(failure) => failure,
             };
-            if !failure.retryable {
-                return Err(with_attempts(failure.error, attempt, None));
-            }
-            if attempt >= self.retry.max_attempts {
+            if !failure.retryable || attempt >= self.retry.max_attempts {
                 return Err(with_attempts(failure.error, attempt, None));
             }
             let delay = match failure.hint {

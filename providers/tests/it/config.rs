@@ -27,6 +27,17 @@ fn defaults_are_gemini_embeddings_and_no_generation() {
     assert!(c.send_temperature);
     assert!(c.cache_path.is_none());
     assert!(c.build_llm().unwrap().is_none());
+
+    let c = config(&[
+        ("CORTEX_EMBED_MODEL", "models/gemini-embedding-001"),
+        ("GEMINI_API_KEY", KEY),
+    ])
+    .unwrap();
+    assert_eq!(c.embedding_signature().encode(), "gemini-embedding-001@768");
+    assert_eq!(
+        c.build_embedder().unwrap().embedding_signature(),
+        c.embedding_signature()
+    );
 }
 
 #[test]
