@@ -22,7 +22,10 @@ pub mod tokenizer;
 pub mod usage;
 
 pub use dossier::{Direction, Dossier, Relationship};
-pub use engine::{CortexMemory, EngineConfig, Layers, MAX_LIMIT, MemorizeStatus, Memorized};
+pub use engine::{
+    CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT, MemorizeStatus,
+    Memorized,
+};
 pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
 pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve};
 pub use in_memory::InMemoryStore;

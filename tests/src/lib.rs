@@ -86,6 +86,11 @@ macro_rules! conformance_suite {
             forget_cascades_enrichment,
             enrichment_is_isolated_per_user,
             timeline_and_dossier_reads,
+            dedup_returns_the_existing_memory,
+            soft_update_supersedes_and_keeps_history,
+            one_extraction_call_feeds_timeline_and_graph,
+            failed_enrichment_never_loses_the_memory,
+            layers_never_change_recall,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {

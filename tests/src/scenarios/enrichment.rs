@@ -515,6 +515,7 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
         layers: Layers {
             episodic: true,
             graph: true,
+            ..Layers::default()
         },
         ..EngineConfig::default()
     };

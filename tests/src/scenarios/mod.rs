@@ -2,12 +2,14 @@
 
 mod enrichment;
 mod forget;
+mod layers;
 mod memories;
 mod retrieval;
 mod validation;
 
 pub use enrichment::*;
 pub use forget::*;
+pub use layers::*;
 pub use memories::*;
 pub use retrieval::*;
 pub use validation::*;

@@ -1,7 +1,15 @@
 //! CortexMemory: the engine that composes a provider, a store and hybrid retrieval.
 
+mod enrichment;
+mod history;
+
+pub use enrichment::EnrichmentError;
+pub use history::HistoryEntry;
+
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use uuid::Uuid;
@@ -16,6 +24,7 @@ use crate::memory::{
     validate_user,
 };
 use crate::provider::{EmbedTask, LLMProvider};
+use crate::reader::extraction::canonical_entity_name;
 use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
@@ -27,23 +36,39 @@ pub const MAX_LIMIT: usize = 1000;
 /// Fewest hex characters a forget prefix must have.
 pub const MIN_PREFIX_HEX: usize = 4;
 
-/// The opt-in write-time layers; all off by default.
+/// The opt-in write-time layers; all off by default. None of them changes recall.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Layers {
     /// Dated events per memory (`CORTEX_EPISODIC`), read by [`CortexMemory::timeline`].
+    /// One extraction call per memorize, shared with the graph layer.
     pub episodic: bool,
     /// The entity graph (`CORTEX_GRAPH`), read by [`CortexMemory::recall_about`].
     pub graph: bool,
+    /// Near-identical memories are not written again (`CORTEX_DEDUP`; embedding only).
+    pub dedup: bool,
+    /// One arbiter call decides which related memories a new one makes stale
+    /// (`CORTEX_SOFT_UPDATE`).
+    pub soft_update: bool,
 }
 
-/// Engine limits and layers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Engine limits, layers and their knobs.
+#[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
     /// Largest memory content, in bytes of UTF-8.
     pub max_content_bytes: usize,
     /// Largest recall query, in bytes of UTF-8.
     pub max_query_bytes: usize,
     pub layers: Layers,
+    /// Cosine at or above which a new memory is a duplicate of a live one.
+    pub dedup_threshold: f64,
+    /// Lowest cosine of the soft-update band `[floor, dedup_threshold)`.
+    pub soft_update_floor: f64,
+    /// Most candidates one arbiter prompt carries.
+    pub max_arbiter_candidates: usize,
+    /// Time allowed for one extraction or arbiter call.
+    pub enrichment_timeout: Duration,
+    /// Output budget of one extraction or arbiter call.
+    pub enrichment_max_tokens: u32,
 }
 
 impl Default for EngineConfig {
@@ -52,6 +77,11 @@ impl Default for EngineConfig {
             max_content_bytes: DEFAULT_MAX_CONTENT_BYTES,
             max_query_bytes: DEFAULT_MAX_CONTENT_BYTES,
             layers: Layers::default(),
+            dedup_threshold: 0.95,
+            soft_update_floor: 0.83,
+            max_arbiter_candidates: 8,
+            enrichment_timeout: Duration::from_secs(30),
+            enrichment_max_tokens: 1024,
         }
     }
 }
@@ -62,12 +92,18 @@ impl Default for EngineConfig {
 pub enum MemorizeStatus {
     /// A new memory was written.
     Stored,
+    /// A live memory was near-identical; nothing was written and `memory` is that one.
+    Duplicate,
+    /// A new memory was written and made the memories in `superseded` stale.
+    Superseded,
 }
 
 impl MemorizeStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             MemorizeStatus::Stored => "stored",
+            MemorizeStatus::Duplicate => "duplicate",
+            MemorizeStatus::Superseded => "superseded",
         }
     }
 }
@@ -77,6 +113,8 @@ impl MemorizeStatus {
 pub struct Memorized {
     pub memory: Memory,
     pub status: MemorizeStatus,
+    /// Memories this one made stale (soft update).
+    pub superseded: Vec<MemoryId>,
 }
 
 type IndexSlot = Arc<RwLock<Option<BuiltIndex>>>;
@@ -93,6 +131,10 @@ pub struct CortexMemory {
     stored_signature: OnceLock<EmbeddingSignature>,
     indexes: Mutex<HashMap<String, IndexSlot>>,
     usage: UsageMeter,
+    /// The model for extraction and arbitration; the layers that need it are skipped
+    /// (and counted as failures) without it.
+    llm: Option<Arc<dyn LLMProvider>>,
+    enrichment_failures: AtomicU64,
 }
 
 impl CortexMemory {
@@ -112,7 +154,21 @@ impl CortexMemory {
             stored_signature: OnceLock::new(),
             indexes: Mutex::new(HashMap::new()),
             usage: UsageMeter::default(),
+            llm: None,
+            enrichment_failures: AtomicU64::new(0),
         }
+    }
+
+    /// Sets the model the extraction and arbiter calls use.
+    pub fn with_llm(mut self, llm: Arc<dyn LLMProvider>) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
+    /// Extraction or arbiter calls that failed, timed out or returned garbage (each time,
+    /// the memory was stored anyway).
+    pub fn enrichment_failures(&self) -> u64 {
+        self.enrichment_failures.load(Ordering::Relaxed)
     }
 
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
@@ -128,7 +184,10 @@ impl CortexMemory {
         self.usage.snapshot()
     }
 
-    /// Validates, embeds once and stores one memory in one transaction.
+    /// Validates, embeds once and stores one memory in one transaction. With layers on:
+    /// a near-duplicate is not written (dedup), related memories the new one makes stale
+    /// are superseded (soft update), and one extraction call records its event and graph
+    /// facts. A layer that fails never loses the memory.
     pub async fn memorize(
         &self,
         user: &str,
@@ -141,6 +200,23 @@ impl CortexMemory {
         let vector = self
             .embed_one(content, EmbedTask::Document, &signature)
             .await?;
+        let layers = self.config.layers;
+        let neighbours = if layers.dedup || layers.soft_update {
+            self.neighbours(user, &vector, signature.dimension).await?
+        } else {
+            Vec::new()
+        };
+        if layers.dedup
+            && let Some((existing, _)) = neighbours
+                .iter()
+                .find(|(_, cos)| *cos >= self.config.dedup_threshold)
+        {
+            return Ok(Memorized {
+                memory: existing.clone(),
+                status: MemorizeStatus::Duplicate,
+                superseded: Vec::new(),
+            });
+        }
         let added = self.store.add(&new, &vector, &signature).await?;
         let _ = self.stored_signature.set(signature);
         let memory = added.memory.clone();
@@ -148,10 +224,59 @@ impl CortexMemory {
             index.insert(added.memory, &vector).is_ok()
         })
         .await;
+
+        let mut superseded = Vec::new();
+        if layers.soft_update {
+            let band: Vec<Memory> = neighbours
+                .into_iter()
+                .filter(|(_, cos)| {
+                    *cos >= self.config.soft_update_floor && *cos < self.config.dedup_threshold
+                })
+                .take(self.config.max_arbiter_candidates)
+                .map(|(m, _)| m)
+                .collect();
+            if !band.is_empty() {
+                match self.soft_update(&memory, &band).await {
+                    Ok(stale) => superseded = stale,
+                    Err(e) => self.enrichment_failed("soft update", &memory, &e),
+                }
+            }
+        }
+        if layers.episodic || layers.graph {
+            if let Err(e) = self.extract(&memory).await {
+                self.enrichment_failed("extraction", &memory, &e);
+            }
+        }
+        let status = if superseded.is_empty() {
+            MemorizeStatus::Stored
+        } else {
+            MemorizeStatus::Superseded
+        };
         Ok(Memorized {
             memory,
-            status: MemorizeStatus::Stored,
+            status,
+            superseded,
         })
+    }
+
+    /// Live memories most similar to `vector`, with their cosine, best first.
+    async fn neighbours(
+        &self,
+        user: &str,
+        vector: &[f32],
+        dimension: usize,
+    ) -> Result<Vec<(Memory, f64)>> {
+        let built = self.current_index(user, dimension).await?;
+        let Some(built) = built.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let depth = self.config.max_arbiter_candidates.max(1) * 2;
+        Ok(built
+            .index
+            .dense_search(vector, depth)
+            .into_iter()
+            .map(|hit| (built.index.memory(hit.row).clone(), hit.score))
+            .collect())
     }
 
     /// The `top_k` live memories most relevant to `query`, best first.
@@ -255,9 +380,11 @@ impl CortexMemory {
         if normalize_entity_name(entity).is_empty() {
             return Err(CortexError::invalid("entity", "must not be empty"));
         }
+        // "I", "me", "my" name the user's own node, as extraction records it.
+        let name = canonical_entity_name(entity);
         let found =
             self.store
-                .find_entity(user, entity)
+                .find_entity(user, &name)
                 .await?
                 .ok_or_else(|| CortexError::NotFound {
                     id: entity.trim().to_owned(),

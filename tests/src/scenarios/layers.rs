@@ -1,0 +1,375 @@
+//! The write-time layers through the engine: dedup, soft update with history, one
+//! extraction call for episodic and graph, failures that never lose a memory, and the
+//! guarantee that layers never change recall.
+
+use std::sync::Arc;
+
+use cortex_core::records::TimeRange;
+use cortex_core::{
+    CortexMemory, Direction, EngineConfig, Layers, MemorizeStatus, MemoryKind, MemoryStore,
+    ProviderError,
+};
+use cortex_providers::FakeProvider;
+
+use crate::StoreFactory;
+use crate::counting::{CountingStore, ENRICHMENT_METHODS};
+use crate::scenarios::{CORPUS, QUERIES};
+use crate::support::{DIM, engine, remember_all, user};
+
+/// An engine with `layers` on and the Fake as both embedder and scripted LLM.
+fn layered(store: Arc<dyn MemoryStore>, layers: Layers) -> (CortexMemory, Arc<FakeProvider>) {
+    let fake = Arc::new(FakeProvider::new(DIM));
+    let config = EngineConfig {
+        layers,
+        ..EngineConfig::default()
+    };
+    let engine = CortexMemory::with_config(store, fake.clone(), config).with_llm(fake.clone());
+    (engine, fake)
+}
+
+const ALL: Layers = Layers {
+    episodic: true,
+    graph: true,
+    dedup: true,
+    soft_update: true,
+};
+
+pub async fn dedup_returns_the_existing_memory(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, fake) = layered(
+        store.clone(),
+        Layers {
+            dedup: true,
+            ..Layers::default()
+        },
+    );
+    let u = user("dedup");
+    let first = engine
+        .memorize(&u, "The sky over Lisbon is blue", MemoryKind::Fact, &[])
+        .await
+        .unwrap();
+    assert_eq!(first.status, MemorizeStatus::Stored);
+    let again = engine
+        .memorize(&u, "the SKY over lisbon is blue!", MemoryKind::Fact, &[])
+        .await
+        .unwrap();
+    assert_eq!(again.status, MemorizeStatus::Duplicate);
+    assert_eq!(again.memory.id, first.memory.id);
+    assert_eq!(
+        engine.count(&u).await.unwrap(),
+        1,
+        "the duplicate was not written"
+    );
+    let other = engine
+        .memorize(
+            &u,
+            "The sky over Porto is grey today",
+            MemoryKind::Fact,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(other.status, MemorizeStatus::Stored);
+    assert_eq!(engine.count(&u).await.unwrap(), 2);
+    assert_eq!(fake.generate_calls(), 0, "dedup needs no model call");
+    assert_eq!(
+        fake.embed_calls(),
+        3,
+        "one embed per memorize, duplicate included"
+    );
+}
+
+pub async fn soft_update_supersedes_and_keeps_history(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, fake) = layered(
+        store.clone(),
+        Layers {
+            soft_update: true,
+            dedup: true,
+            ..Layers::default()
+        },
+    );
+    let u = user("soft-update");
+    let old = engine
+        .memorize(&u, "my work laptop is a thinkpad x1", MemoryKind::Fact, &[])
+        .await
+        .unwrap()
+        .memory;
+    remember_all(&engine, &u, &["the office plant needs water on fridays"]).await;
+    assert_eq!(
+        fake.generate_calls(),
+        0,
+        "no candidate in the band, no arbiter call"
+    );
+    fake.push_answer(r#"{"stale": [1], "reason": "the laptop was replaced"}"#);
+    let new = engine
+        .memorize(&u, "my work laptop is a thinkpad x2", MemoryKind::Fact, &[])
+        .await
+        .unwrap();
+    assert_eq!(fake.generate_calls(), 1, "one arbiter call");
+    assert_eq!(new.status, MemorizeStatus::Superseded);
+    assert_eq!(new.superseded, [old.id]);
+
+    let hits = engine.recall(&u, "work laptop thinkpad", 10).await.unwrap();
+    assert!(
+        hits.iter().all(|h| h.memory.id != old.id),
+        "recall never returns a superseded memory"
+    );
+    assert_eq!(hits[0].memory.id, new.memory.id);
+    let history = engine.history(&u, &old.id.to_string()[..8]).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].memory.id, old.id);
+    assert_eq!(history[0].valid_from, old.created_at);
+    assert!(history[0].valid_until.is_some());
+    assert_eq!(history[0].superseded_by, [new.memory.id]);
+    assert_eq!(
+        history[0].reason.as_deref(),
+        Some("the laptop was replaced")
+    );
+    assert_eq!(history[1].memory.id, new.memory.id);
+    assert_eq!(history[1].valid_until, None);
+    assert_eq!(
+        engine
+            .history(&u, &new.memory.id.to_string())
+            .await
+            .unwrap(),
+        history,
+        "same chain from either end"
+    );
+
+    engine.forget(&u, &new.memory.id.to_string()).await.unwrap();
+    let hits = engine.recall(&u, "work laptop thinkpad", 10).await.unwrap();
+    assert_eq!(
+        hits[0].memory.id, old.id,
+        "forgetting the newer memory makes the older live again"
+    );
+    assert_eq!(
+        engine.history(&u, &old.id.to_string()).await.unwrap().len(),
+        1
+    );
+}
+
+pub async fn one_extraction_call_feeds_timeline_and_graph(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, fake) = layered(
+        store.clone(),
+        Layers {
+            episodic: true,
+            graph: true,
+            ..Layers::default()
+        },
+    );
+    let u = user("extract");
+    fake.push_answer(
+        r#"Sure:
+```json
+{"event": {"event_time": "2024-05-01T18:00:00Z", "actor": "I", "location": "Lisbon", "event_type": "dinner"},
+ "subject": "me",
+ "entities": [{"name": "Ana Silva", "type": "person", "aliases": ["Ana"]}, {"name": "Lisbon", "type": "place"}],
+ "relationships": [{"source": "I", "label": "had dinner with", "target": "Ana Silva"},
+                   {"source": "Ana Silva", "label": "lives in", "target": "Lisbon"}]}
+```"#,
+    );
+    let m = engine
+        .memorize(
+            &u,
+            "Had dinner with Ana in Lisbon yesterday",
+            MemoryKind::Event,
+            &[],
+        )
+        .await
+        .unwrap()
+        .memory;
+    assert_eq!(
+        fake.generate_calls(),
+        1,
+        "episodic and graph share one call"
+    );
+    assert_eq!(fake.embed_calls(), 1);
+
+    let timeline = engine
+        .timeline(&u, &TimeRange::default(), 10)
+        .await
+        .unwrap();
+    assert_eq!(timeline.len(), 1);
+    assert_eq!(timeline[0].memory.id, m.id);
+    assert_eq!(timeline[0].event.location.as_deref(), Some("Lisbon"));
+    assert_eq!(timeline[0].event.actor.as_deref(), Some("self"));
+
+    let ana = engine.recall_about(&u, "ana", 10).await.unwrap();
+    assert_eq!(ana.entity.name, "Ana Silva");
+    let rels: Vec<(&str, Direction, &str)> = ana
+        .relationships
+        .iter()
+        .map(|r| (r.label.as_str(), r.direction, r.other.name.as_str()))
+        .collect();
+    assert_eq!(
+        rels,
+        [
+            ("had_dinner_with", Direction::In, "self"),
+            ("lives_in", Direction::Out, "Lisbon")
+        ]
+    );
+    assert_eq!(ana.memories.len(), 1);
+    let me = engine.recall_about(&u, "Me", 10).await.unwrap();
+    assert_eq!(me.entity.normalized_name, "self");
+    assert_eq!(
+        me.memories[0].id, m.id,
+        "the memory is linked to its subject"
+    );
+    assert_eq!(
+        fake.generate_calls(),
+        1,
+        "dossier and timeline are keyed reads"
+    );
+    assert_eq!(engine.usage()["fake"].generate_calls, 1);
+}
+
+pub async fn failed_enrichment_never_loses_the_memory(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, fake) = layered(store.clone(), ALL);
+    let u = user("enrich-fail");
+    fake.push_failure(ProviderError::Transport {
+        provider: "fake",
+        message: "connection reset".into(),
+    });
+    fake.push_answer("I'm sorry, I cannot help with that.");
+    fake.push_answer("{\"event\": {\"event_time\": \"not a date\"}, \"entities\": 7}");
+    let texts = [
+        "first durable fact",
+        "second durable fact about ferns",
+        "third one about cacti",
+    ];
+    for text in texts {
+        let m = engine
+            .memorize(&u, text, MemoryKind::Note, &[])
+            .await
+            .unwrap();
+        assert_eq!(m.status, MemorizeStatus::Stored);
+    }
+    assert_eq!(engine.count(&u).await.unwrap(), 3, "every memory stored");
+    assert_eq!(
+        engine.enrichment_failures(),
+        2,
+        "a provider failure and a non-JSON answer"
+    );
+    assert!(
+        engine
+            .timeline(&u, &TimeRange::default(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The arbiter failing is the same: the new memory is stored and nothing is superseded.
+    fake.push_answer("[]");
+    let before = engine.enrichment_failures();
+    let m = engine
+        .memorize(
+            &u,
+            "third one about cacti and succulents",
+            MemoryKind::Note,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(m.status, MemorizeStatus::Stored);
+    assert_eq!(engine.count(&u).await.unwrap(), 4);
+    assert!(engine.enrichment_failures() > before);
+    // Without any LLM the layers that need one are skipped, counted, and the memory kept.
+    let no_llm = CortexMemory::with_config(
+        store.clone(),
+        Arc::new(FakeProvider::new(DIM)),
+        EngineConfig {
+            layers: ALL,
+            ..EngineConfig::default()
+        },
+    );
+    no_llm
+        .memorize(&u, "stored without a model", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    assert_eq!(no_llm.enrichment_failures(), 1);
+    assert_eq!(engine.count(&u).await.unwrap(), 5);
+}
+
+/// With every flag off memorize is one embed and one write, recall one embed and a
+/// retrieval; neither touches an enrichment record. With layers on, recall returns exactly
+/// what it returns with them off.
+pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let counting = Arc::new(CountingStore::new(storage.connect().await));
+    let (plain, fake) = engine(counting.clone());
+    let u = user("guarantee");
+    plain
+        .memorize(&u, "warm up the signature", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    counting.reset();
+    plain
+        .memorize(&u, "exactly one write", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        counting.snapshot().into_iter().collect::<Vec<_>>(),
+        [("add", 1)],
+        "memorize is one write"
+    );
+    assert_eq!((fake.embed_calls(), fake.generate_calls()), (2, 0));
+
+    let (layered_engine, layered_fake) = layered(counting.clone(), ALL);
+    let lu = user("guarantee-layered");
+    for text in CORPUS {
+        layered_fake.push_answer(
+            r#"{"event": null, "subject": "self", "entities": [], "relationships": []}"#,
+        );
+        layered_engine
+            .memorize(&lu, text, MemoryKind::Note, &[])
+            .await
+            .unwrap();
+        plain
+            .memorize(&u, text, MemoryKind::Note, &[])
+            .await
+            .unwrap();
+    }
+    // Leave `u` with exactly the corpus, like `lu`.
+    for memory in plain.list_memories(&u, 1000).await.unwrap() {
+        if !CORPUS.contains(&memory.content.as_str()) {
+            plain.forget(&u, &memory.id.to_string()).await.unwrap();
+        }
+    }
+    assert_eq!(
+        plain.count(&u).await.unwrap(),
+        layered_engine.count(&lu).await.unwrap()
+    );
+    counting.reset();
+    for query in QUERIES {
+        let a: Vec<String> = plain
+            .recall(&u, query, 8)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.memory.content)
+            .collect();
+        let b: Vec<String> = layered_engine
+            .recall(&lu, query, 8)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.memory.content)
+            .collect();
+        assert_eq!(a, b, "layers changed recall for {query:?}");
+    }
+    let touched: Vec<_> = counting
+        .snapshot()
+        .into_keys()
+        .filter(|k| ENRICHMENT_METHODS.contains(k))
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "recall touched enrichment records: {touched:?}"
+    );
+}
