@@ -242,10 +242,10 @@ impl CortexMemory {
                 }
             }
         }
-        if layers.episodic || layers.graph {
-            if let Err(e) = self.extract(&memory).await {
-                self.enrichment_failed("extraction", &memory, &e);
-            }
+        if (layers.episodic || layers.graph)
+            && let Err(e) = self.extract(&memory).await
+        {
+            self.enrichment_failed("extraction", &memory, &e);
         }
         let status = if superseded.is_empty() {
             MemorizeStatus::Stored
