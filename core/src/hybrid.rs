@@ -28,6 +28,8 @@ pub struct ScoredMemory {
     pub score: f64,
     pub dense_rank: Option<u32>,
     pub lexical_rank: Option<u32>,
+    /// The reranker's relevance, when a reranker ordered the results.
+    pub rerank_score: Option<f64>,
 }
 
 /// Ranks a user's index for one query: each retriever's pool, fused by RRF, best `top_k`
@@ -73,6 +75,7 @@ fn fuse(index: &MemoryIndex, dense: &[Hit], lexical: &[Hit], top_k: usize) -> Ve
             score,
             dense_rank,
             lexical_rank,
+            rerank_score: None,
         })
         .collect()
 }

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod provider;
 pub mod reader;
 pub mod records;
+pub mod reranker;
 pub mod signature;
 pub mod store;
 pub mod tokenizer;
@@ -32,6 +33,7 @@ pub use in_memory::InMemoryStore;
 pub use index::MemoryIndex;
 pub use memory::{Memory, MemoryId, MemoryKind, NewMemory};
 pub use provider::{EmbedResult, EmbedTask, GenResult, LLMProvider, TokenUsage};
+pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,

@@ -12,6 +12,7 @@ use crate::provider::TokenUsage;
 pub struct ProviderUsage {
     pub embed_calls: u64,
     pub generate_calls: u64,
+    pub rerank_calls: u64,
     pub failed_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -22,6 +23,7 @@ pub struct ProviderUsage {
 pub enum CallKind {
     Embed,
     Generate,
+    Rerank,
 }
 
 /// Adds up every provider call's tokens by provider name.
@@ -38,6 +40,7 @@ impl UsageMeter {
         match kind {
             CallKind::Embed => entry.embed_calls += 1,
             CallKind::Generate => entry.generate_calls += 1,
+            CallKind::Rerank => entry.rerank_calls += 1,
         }
         match usage {
             Some(u) => {
@@ -80,6 +83,7 @@ mod tests {
             ProviderUsage {
                 embed_calls: 2,
                 generate_calls: 1,
+                rerank_calls: 0,
                 failed_calls: 1,
                 input_tokens: 15,
                 output_tokens: 0

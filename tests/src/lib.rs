@@ -91,6 +91,7 @@ macro_rules! conformance_suite {
             one_extraction_call_feeds_timeline_and_graph,
             failed_enrichment_never_loses_the_memory,
             layers_never_change_recall,
+            reranker_reorders_and_failures_fall_back,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {

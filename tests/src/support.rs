@@ -141,3 +141,82 @@ impl LLMProvider for TableProvider {
         })
     }
 }
+
+/// How a [`ScriptedReranker`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerankBehaviour {
+    /// Ranks the candidates in reverse, scores descending.
+    Reverse,
+    /// Returns only the last candidate.
+    OnlyLast,
+    Fail,
+    /// Never answers within any sane timeout.
+    Hang,
+    /// Names a candidate that does not exist.
+    OutOfRange,
+}
+
+/// A reranker whose behaviour the test picks, counting calls and the documents it saw.
+#[derive(Debug)]
+pub struct ScriptedReranker {
+    pub behaviour: RerankBehaviour,
+    pub calls: AtomicU64,
+    pub seen: std::sync::Mutex<usize>,
+}
+
+impl ScriptedReranker {
+    pub fn new(behaviour: RerankBehaviour) -> Self {
+        Self {
+            behaviour,
+            calls: AtomicU64::new(0),
+            seen: std::sync::Mutex::new(0),
+        }
+    }
+}
+
+#[async_trait]
+impl cortex_core::Reranker for ScriptedReranker {
+    fn name(&self) -> &str {
+        "scripted-reranker"
+    }
+
+    async fn rerank(
+        &self,
+        _query: &str,
+        documents: &[String],
+        top_n: usize,
+    ) -> Result<Vec<cortex_core::RerankHit>, ProviderError> {
+        use cortex_core::RerankHit;
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        *self.seen.lock().unwrap() = documents.len();
+        let n = documents.len();
+        match self.behaviour {
+            RerankBehaviour::Reverse => Ok((0..n)
+                .rev()
+                .take(top_n)
+                .enumerate()
+                .map(|(i, index)| RerankHit {
+                    index,
+                    score: 1.0 - i as f64 * 0.01,
+                })
+                .collect()),
+            RerankBehaviour::OnlyLast => Ok(vec![RerankHit {
+                index: n - 1,
+                score: 0.9,
+            }]),
+            RerankBehaviour::Fail => Err(ProviderError::Http {
+                provider: "scripted-reranker",
+                status: 503,
+                message: "overloaded".into(),
+            }),
+            RerankBehaviour::Hang => {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                Ok(Vec::new())
+            }
+            RerankBehaviour::OutOfRange => Ok(vec![RerankHit {
+                index: n + 5,
+                score: 1.0,
+            }]),
+        }
+    }
+}

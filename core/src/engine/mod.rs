@@ -23,9 +23,10 @@ use crate::memory::{
     DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, NewMemory, validate_content,
     validate_user,
 };
-use crate::provider::{EmbedTask, LLMProvider};
+use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
 use crate::reader::extraction::canonical_entity_name;
 use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
+use crate::reranker::{RerankHit, Reranker};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
 use crate::tokenizer::query_terms;
@@ -69,6 +70,10 @@ pub struct EngineConfig {
     pub enrichment_timeout: Duration,
     /// Output budget of one extraction or arbiter call.
     pub enrichment_max_tokens: u32,
+    /// How many fused candidates recall hands a reranker (at least `top_k`).
+    pub rerank_depth: usize,
+    /// Time allowed for one rerank call before recall falls back to the RRF order.
+    pub rerank_timeout: Duration,
 }
 
 impl Default for EngineConfig {
@@ -82,6 +87,8 @@ impl Default for EngineConfig {
             max_arbiter_candidates: 8,
             enrichment_timeout: Duration::from_secs(30),
             enrichment_max_tokens: 1024,
+            rerank_depth: 50,
+            rerank_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -135,6 +142,8 @@ pub struct CortexMemory {
     /// (and counted as failures) without it.
     llm: Option<Arc<dyn LLMProvider>>,
     enrichment_failures: AtomicU64,
+    reranker: Option<Arc<dyn Reranker>>,
+    rerank_failures: AtomicU64,
 }
 
 impl CortexMemory {
@@ -156,7 +165,22 @@ impl CortexMemory {
             usage: UsageMeter::default(),
             llm: None,
             enrichment_failures: AtomicU64::new(0),
+            reranker: None,
+            rerank_failures: AtomicU64::new(0),
         }
+    }
+
+    /// Sets a reranker: recall then fuses a deeper pool and lets it choose the top k,
+    /// falling back to the RRF order on any failure.
+    pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
+        self.reranker = Some(reranker);
+        self
+    }
+
+    /// Rerank calls that failed, timed out or answered nonsense (each time, recall
+    /// returned the RRF order instead).
+    pub fn rerank_failures(&self) -> u64 {
+        self.rerank_failures.load(Ordering::Relaxed)
     }
 
     /// Sets the model the extraction and arbiter calls use.
@@ -291,20 +315,87 @@ impl CortexMemory {
             return Ok(Vec::new());
         }
         let terms = query_terms(query);
-        if self.store.capabilities().search {
+        // A reranker chooses from a deeper fused pool.
+        let depth = match &self.reranker {
+            Some(_) => self.config.rerank_depth.clamp(top_k, MAX_LIMIT),
+            None => top_k,
+        };
+        let candidates = if self.store.capabilities().search {
             let request = SearchRequest {
                 query: query.to_owned(),
                 terms,
                 embedding,
-                top_k,
+                top_k: depth,
             };
-            return Ok(self.store.search(user, &request).await?);
+            self.store.search(user, &request).await?
+        } else {
+            let built = self.current_index(user, signature.dimension).await?;
+            built.as_ref().map_or_else(Vec::new, |b| {
+                hybrid_retrieve(&b.index, &embedding, &terms, depth)
+            })
+        };
+        Ok(match &self.reranker {
+            Some(reranker) => {
+                self.rerank(reranker.as_ref(), query, candidates, top_k)
+                    .await
+            }
+            None => candidates,
+        })
+    }
+
+    /// The reranker's top `top_k` of `candidates`; on any failure, the RRF top `top_k`.
+    async fn rerank(
+        &self,
+        reranker: &dyn Reranker,
+        query: &str,
+        mut candidates: Vec<ScoredMemory>,
+        top_k: usize,
+    ) -> Vec<ScoredMemory> {
+        if candidates.is_empty() {
+            return candidates;
         }
-        let built = self.current_index(user, signature.dimension).await?;
-        let index = built.as_ref().map(|b| &b.index);
-        Ok(index.map_or_else(Vec::new, |index| {
-            hybrid_retrieve(index, &embedding, &terms, top_k)
-        }))
+        let documents: Vec<String> = candidates
+            .iter()
+            .map(|c| c.memory.content.clone())
+            .collect();
+        let call = reranker.rerank(query, &documents, top_k);
+        let outcome = match tokio::time::timeout(self.config.rerank_timeout, call).await {
+            Ok(Ok(hits)) => check_rerank(hits, candidates.len()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out".to_owned()),
+        };
+        self.usage.record(
+            reranker.name(),
+            CallKind::Rerank,
+            outcome.is_ok().then(TokenUsage::default),
+        );
+        match outcome {
+            Ok(hits) => {
+                let mut slots: Vec<Option<ScoredMemory>> =
+                    candidates.into_iter().map(Some).collect();
+                let mut chosen: Vec<ScoredMemory> = Vec::with_capacity(top_k);
+                for hit in hits.iter().take(top_k) {
+                    if let Some(mut c) = slots[hit.index].take() {
+                        c.rerank_score = Some(hit.score);
+                        chosen.push(c);
+                    }
+                }
+                // A reranker that returned fewer than asked: the rest in RRF order.
+                chosen.extend(
+                    slots
+                        .into_iter()
+                        .flatten()
+                        .take(top_k.saturating_sub(chosen.len())),
+                );
+                chosen
+            }
+            Err(reason) => {
+                self.rerank_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(reranker = reranker.name(), %reason, "rerank failed; returning the RRF order");
+                candidates.truncate(top_k);
+                candidates
+            }
+        }
     }
 
     /// Live memories, newest first.
@@ -533,6 +624,26 @@ impl CortexMemory {
             *cached = None;
         }
     }
+}
+
+/// A reranker answer is usable when every index is in range and none repeats.
+fn check_rerank(
+    hits: Vec<RerankHit>,
+    candidates: usize,
+) -> std::result::Result<Vec<RerankHit>, String> {
+    let mut seen = vec![false; candidates];
+    for hit in &hits {
+        if hit.index >= candidates || std::mem::replace(&mut seen[hit.index], true) {
+            return Err(format!("index {} is out of range or repeated", hit.index));
+        }
+        if !hit.score.is_finite() {
+            return Err(format!("score {} is not finite", hit.score));
+        }
+    }
+    if hits.is_empty() {
+        return Err("no results".to_owned());
+    }
+    Ok(hits)
 }
 
 fn check_limit(field: &'static str, value: usize) -> Result<()> {

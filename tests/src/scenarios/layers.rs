@@ -373,3 +373,69 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
         "recall touched enrichment records: {touched:?}"
     );
 }
+
+/// A reranker reorders a deeper fused pool; any failure, timeout or nonsense answer falls
+/// back to exactly the RRF top k, so recall never fails because of reranking.
+pub async fn reranker_reorders_and_failures_fall_back(factory: &dyn StoreFactory) {
+    use crate::support::{RerankBehaviour, ScriptedReranker};
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (plain, _) = engine(store.clone());
+    let u = user("rerank");
+    remember_all(&plain, &u, CORPUS).await;
+    let config = EngineConfig {
+        rerank_depth: 12,
+        rerank_timeout: Duration::from_millis(200),
+        ..EngineConfig::default()
+    };
+    let with = |behaviour| {
+        let reranker = Arc::new(ScriptedReranker::new(behaviour));
+        let engine = CortexMemory::with_config(
+            store.clone(),
+            Arc::new(FakeProvider::new(DIM)),
+            config.clone(),
+        )
+        .with_reranker(reranker.clone());
+        (engine, reranker)
+    };
+    let query = "Alice coffee Berlin office";
+    let rrf_deep = plain.recall(&u, query, 12).await.unwrap();
+    let rrf_top = plain.recall(&u, query, 4).await.unwrap();
+
+    let (reversing, reranker) = with(RerankBehaviour::Reverse);
+    let got = reversing.recall(&u, query, 4).await.unwrap();
+    assert_eq!(
+        *reranker.seen.lock().unwrap(),
+        12,
+        "the reranker sees the deeper pool"
+    );
+    let expected: Vec<_> = rrf_deep.iter().rev().take(4).map(|h| h.memory.id).collect();
+    assert_eq!(
+        got.iter().map(|h| h.memory.id).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(got.iter().all(|h| h.rerank_score.is_some()));
+    assert_eq!(reversing.usage()["scripted-reranker"].rerank_calls, 1);
+
+    let (partial, _) = with(RerankBehaviour::OnlyLast);
+    let got = partial.recall(&u, query, 4).await.unwrap();
+    assert_eq!(got[0].memory.id, rrf_deep[11].memory.id);
+    let rest: Vec<_> = got[1..].iter().map(|h| h.memory.id).collect();
+    let rrf_rest: Vec<_> = rrf_deep.iter().take(3).map(|h| h.memory.id).collect();
+    assert_eq!(rest, rrf_rest, "a short answer is completed in RRF order");
+
+    for behaviour in [
+        RerankBehaviour::Fail,
+        RerankBehaviour::Hang,
+        RerankBehaviour::OutOfRange,
+    ] {
+        let (failing, reranker) = with(behaviour);
+        let got = failing.recall(&u, query, 4).await.unwrap();
+        assert_eq!(got, rrf_top, "{behaviour:?} falls back to the RRF top k");
+        assert_eq!(reranker.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(failing.rerank_failures(), 1);
+    }
+}
