@@ -5,6 +5,7 @@
 //!   LM Studio), embeddings and generation.
 //! - [`AnthropicProvider`]: Claude, generation only.
 //! - [`FakeProvider`]: deterministic and offline, for tests and demos (not semantic).
+//! - [`HttpReranker`]: the Cohere / Jina / Voyage `/rerank` APIs, for the optional reranker.
 //! - [`CachingProvider`]: memoizes any of them, in memory or in a SQLite file.
 //! - [`ProviderConfig`]: picks and builds them from `CORTEX_*` environment variables.
 //!
@@ -20,6 +21,7 @@ pub mod fake;
 pub mod gemini;
 pub mod http;
 pub mod openai;
+pub mod rerank;
 pub mod retry;
 pub mod secret;
 mod vectors;
@@ -32,5 +34,6 @@ pub use fake::FakeProvider;
 pub use gemini::{GeminiConfig, GeminiProvider};
 pub use http::HttpOptions;
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
+pub use rerank::{HttpReranker, RerankConfig, RerankStyle};
 pub use retry::{RetryPolicy, SleepFuture, Sleeper, TokioSleeper};
 pub use secret::ApiKey;

@@ -9,4 +9,5 @@ mod common;
 mod config;
 mod gemini;
 mod openai;
+mod rerank;
 mod retry;
