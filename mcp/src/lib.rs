@@ -1,1 +1,28 @@
-//! The Cortex MCP server (being built).
+//! The Cortex MCP server: the memory engine's tools for AI agents, over stdio or
+//! streamable HTTP.
+//!
+//! Six tools: `memorize`, `recall`, `recall_about`, `recall_timeline`, `list_memories` and
+//! `forget`. Configuration is environment-only ([`ServerConfig`], [`ENV_VARS`]); the engine
+//! is built from it lazily on the first tool call ([`LazyEngine`]), so a host can start the
+//! server and list its tools before any key is set. Every refusal or failure of a call is a
+//! tool result with `isError: true` and an actionable message ([`ToolError`]).
+//! `docs/CONFIGURATION.md` shows how to run it and configure MCP hosts.
+
+pub mod args;
+pub mod auth;
+pub mod config;
+pub mod dates;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod output;
+pub mod server;
+pub mod tools;
+
+pub use auth::{BearerToken, TokenError};
+pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, Tier};
+pub use engine::{Engine, EngineError, LazyEngine, build_engine, build_engine_from_env};
+pub use error::{Tool, ToolError};
+pub use http::{AllowedHosts, HttpError, MCP_PATH};
+pub use server::{INSTRUCTIONS, ServeError, serve_stdio};
+pub use tools::CortexServer;

@@ -1,0 +1,100 @@
+//! The tools' arguments. Each field's doc comment is its description in the tool's JSON
+//! schema, which is all an agent sees of it: say what to pass and what it does.
+
+use cortex_core::MAX_LIMIT;
+use rmcp::schemars;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct MemorizeArgs {
+    /// The memory: one self-contained statement that will make sense in a later session
+    /// without this conversation (name people, projects and dates explicitly). At most
+    /// 32 KiB of text.
+    pub content: String,
+    /// What sort of memory this is: fact, preference, event, decision, instruction or
+    /// note. Defaults to note.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Optional short labels, e.g. ["work", "project-x"]. Up to 16 tags of at most 64
+    /// characters; they are lowercased and de-duplicated.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct RecallArgs {
+    /// What to look for, in natural language or keywords, e.g. "user's preferred
+    /// programming language".
+    pub query: String,
+    /// How many memories to return, best first. Defaults to the server's top-k (10 unless
+    /// configured); values are clamped to 1..=1000.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct RecallAboutArgs {
+    /// The entity's name or one of its aliases (a person, project, place, organisation);
+    /// case and spacing do not matter.
+    pub entity: String,
+    /// How many linked memories to return, newest first. Defaults to the server's top-k;
+    /// clamped to 1..=1000.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct RecallTimelineArgs {
+    /// Only events at or after this time: a date YYYY-MM-DD (midnight UTC) or an RFC 3339
+    /// datetime such as 2024-05-01T14:30:00Z. Omit for no lower bound.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only events strictly before this time, in the same forms as `since`. Omit for no
+    /// upper bound.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// How many events to return, oldest first. Defaults to the server's top-k; clamped
+    /// to 1..=1000.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct ListMemoriesArgs {
+    /// How many memories to return, newest first. Defaults to the server's top-k; clamped
+    /// to 1..=1000.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+pub struct ForgetArgs {
+    /// The id of the memory to delete, as returned by memorize, recall or list_memories,
+    /// or a prefix of it of at least 4 hex characters that matches exactly one memory.
+    pub memory_id: String,
+}
+
+/// An agent's limit, or the default, clamped into the range the engine accepts. Clamping
+/// rather than refusing keeps a model's guess ("limit": 0 or 5000) from costing a retry.
+pub fn clamp_limit(requested: Option<i64>, default: usize) -> usize {
+    let max = i64::try_from(MAX_LIMIT).unwrap_or(i64::MAX);
+    match requested {
+        None => default.clamp(1, MAX_LIMIT),
+        Some(n) => usize::try_from(n.clamp(1, max)).unwrap_or(MAX_LIMIT),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_clamped() {
+        assert_eq!(clamp_limit(None, 10), 10);
+        assert_eq!(clamp_limit(Some(0), 10), 1);
+        assert_eq!(clamp_limit(Some(-7), 10), 1);
+        assert_eq!(clamp_limit(Some(5000), 10), 1000);
+        assert_eq!(clamp_limit(Some(i64::MAX), 10), 1000);
+        assert_eq!(clamp_limit(Some(42), 10), 42);
+    }
+}

@@ -1,0 +1,408 @@
+//! The server's configuration: environment variables only, never files or flags, so every
+//! MCP host (Claude Desktop, Claude Code, Cursor, docker compose) configures it the same way.
+//!
+//! Reading goes through an injectable lookup ([`ServerConfig::from_lookup`]) so tests never
+//! touch the process environment. Empty values count as unset, as in the providers crate:
+//! `VAR=` in a compose file or `.env` then means "use the default".
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use cortex_core::memory::validate_user;
+use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError};
+use cortex_providers::{LlmProviderKind, ProviderConfig};
+
+/// Every environment variable the server reads, its own and those of the crates it wires
+/// (providers, logging). `.env.example` and `docs/CONFIGURATION.md` list exactly these; a
+/// test keeps them in step, and checks that docker compose sets nothing outside the list.
+pub const ENV_VARS: &[&str] = &[
+    // Storage and identity.
+    "CORTEX_DB_PATH",
+    "CORTEX_DATABASE_URL",
+    "CORTEX_USER_ID",
+    // Retrieval and the engine's optional layers.
+    "CORTEX_TOP_K",
+    "CORTEX_TIER",
+    "CORTEX_EPISODIC",
+    "CORTEX_GRAPH",
+    "CORTEX_DEDUP",
+    "CORTEX_SOFT_UPDATE",
+    // Providers (read by cortex_providers::ProviderConfig).
+    "CORTEX_EMBED_PROVIDER",
+    "CORTEX_EMBED_MODEL",
+    "CORTEX_EMBED_DIM",
+    "CORTEX_LLM_PROVIDER",
+    "CORTEX_LLM_MODEL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OLLAMA_API_KEY",
+    "CORTEX_GEMINI_BASE_URL",
+    "CORTEX_OPENAI_BASE_URL",
+    "CORTEX_OLLAMA_BASE_URL",
+    "CORTEX_ANTHROPIC_BASE_URL",
+    "CORTEX_OPENAI_MAX_TOKENS_FIELD",
+    "CORTEX_LLM_SEND_TEMPERATURE",
+    "CORTEX_PROVIDER_CACHE",
+    "CORTEX_PROVIDER_TIMEOUT_SECS",
+    "CORTEX_PROVIDER_MAX_ATTEMPTS",
+    "CORTEX_PROVIDER_RETRY_BUDGET_SECS",
+    // HTTP transport.
+    "CORTEX_HTTP_TOKEN",
+    "CORTEX_HTTP_ALLOWED_HOSTS",
+    // Logging (tracing-subscriber's filter).
+    "RUST_LOG",
+];
+
+/// `CORTEX_TOP_K` when unset.
+pub const DEFAULT_TOP_K: usize = 10;
+/// `CORTEX_USER_ID` when unset.
+pub const DEFAULT_USER_ID: &str = "default";
+
+/// A bad or contradictory setting; the message names the variable and what it accepts.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("{variable}={value:?} is not valid; {expected}")]
+    Invalid {
+        variable: &'static str,
+        value: String,
+        expected: String,
+    },
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// The model-quality profile. Only validated for now: the knobs each tier turns (reranker,
+/// extraction model) arrive with the profiles issue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Tier {
+    #[default]
+    Cheap,
+    Flagship,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Cheap => "cheap",
+            Tier::Flagship => "flagship",
+        }
+    }
+}
+
+impl FromStr for Tier {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cheap" => Ok(Tier::Cheap),
+            "flagship" => Ok(Tier::Flagship),
+            _ => Err(ConfigError::Invalid {
+                variable: "CORTEX_TIER",
+                value: s.to_owned(),
+                expected: "use cheap or flagship".into(),
+            }),
+        }
+    }
+}
+
+/// A Postgres connection string. It usually carries a password, so `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    /// The URL itself, for the one place that connects with it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DatabaseUrl(***)")
+    }
+}
+
+/// Where memories live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Storage {
+    /// The embedded default: one SQLite file.
+    Sqlite(PathBuf),
+    /// PostgreSQL + pgvector, selected by `CORTEX_DATABASE_URL`.
+    Postgres(DatabaseUrl),
+}
+
+/// Everything the engine is built from. `Debug` never shows a key or a database password.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The one user every tool call reads and writes as.
+    pub user_id: String,
+    /// Default `limit` of recall, list and the keyed reads.
+    pub top_k: usize,
+    pub tier: Tier,
+    pub layers: Layers,
+    pub storage: Storage,
+    pub providers: ProviderConfig,
+}
+
+impl ServerConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get`; empty or blank values count as unset.
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+
+        let user_id = var("CORTEX_USER_ID").unwrap_or_else(|| DEFAULT_USER_ID.to_owned());
+        validate_user(&user_id).map_err(|_| ConfigError::Invalid {
+            variable: "CORTEX_USER_ID",
+            value: user_id.clone(),
+            expected: "use 1-256 bytes of printable text".into(),
+        })?;
+
+        let top_k = match var("CORTEX_TOP_K") {
+            None => DEFAULT_TOP_K,
+            Some(text) => match text.parse::<usize>() {
+                Ok(k) if (1..=MAX_LIMIT).contains(&k) => k,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        variable: "CORTEX_TOP_K",
+                        value: text,
+                        expected: format!("use a whole number from 1 to {MAX_LIMIT}"),
+                    });
+                }
+            },
+        };
+
+        let tier = match var("CORTEX_TIER") {
+            None => Tier::default(),
+            Some(text) => text.parse()?,
+        };
+
+        let flag = |name: &'static str| -> Result<bool, ConfigError> {
+            var(name).map_or(Ok(false), |text| parse_bool(name, &text))
+        };
+        let layers = Layers {
+            episodic: flag("CORTEX_EPISODIC")?,
+            graph: flag("CORTEX_GRAPH")?,
+            dedup: flag("CORTEX_DEDUP")?,
+            soft_update: flag("CORTEX_SOFT_UPDATE")?,
+        };
+
+        let storage = match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
+            (Some(_), Some(_)) => {
+                // Silently preferring one would write memories somewhere the user did not
+                // expect; refusing makes them choose.
+                return Err(ConfigError::Conflict(
+                    "CORTEX_DB_PATH and CORTEX_DATABASE_URL are both set; set CORTEX_DB_PATH \
+                     for SQLite or CORTEX_DATABASE_URL for Postgres, not both"
+                        .into(),
+                ));
+            }
+            (None, Some(url)) => Storage::Postgres(DatabaseUrl(url)),
+            (Some(path), None) => Storage::Sqlite(expand_home(&path)?),
+            (None, None) => Storage::Sqlite(cortex_sqlite::default_path()?),
+        };
+
+        let providers = ProviderConfig::from_env_map(get)?;
+        if providers.llm_provider == LlmProviderKind::None {
+            // The engine would skip these layers without a model and only count failures;
+            // an agent relying on them would get empty timelines and dossiers with no
+            // hint why. Refusing says what to set.
+            let needs_llm: Vec<&str> = [
+                ("CORTEX_EPISODIC", layers.episodic),
+                ("CORTEX_GRAPH", layers.graph),
+                ("CORTEX_SOFT_UPDATE", layers.soft_update),
+            ]
+            .into_iter()
+            .filter_map(|(name, on)| on.then_some(name))
+            .collect();
+            if !needs_llm.is_empty() {
+                return Err(ConfigError::Conflict(format!(
+                    "{} needs a generation model, but CORTEX_LLM_PROVIDER is none; set \
+                     CORTEX_LLM_PROVIDER (gemini, openai, ollama or anthropic) or turn the \
+                     layer off",
+                    needs_llm.join(" and ")
+                )));
+            }
+        }
+
+        Ok(Self {
+            user_id,
+            top_k,
+            tier,
+            layers,
+            storage,
+            providers,
+        })
+    }
+}
+
+/// `1/true/yes/on` or `0/false/no/off`, any case.
+pub fn parse_bool(variable: &'static str, text: &str) -> Result<bool, ConfigError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            variable,
+            value: text.to_owned(),
+            expected: "use 1, true or yes to enable, 0, false or no to disable".into(),
+        }),
+    }
+}
+
+/// MCP hosts pass `env` values verbatim, without a shell to expand `~`; doing it here lets
+/// a config file say `~/.cortex/work.db` and mean it.
+fn expand_home(path: &str) -> Result<PathBuf, ConfigError> {
+    let rest = match path.strip_prefix("~/") {
+        Some(rest) => rest,
+        None if path == "~" => "",
+        None => return Ok(PathBuf::from(path)),
+    };
+    let home = std::env::home_dir().ok_or_else(|| ConfigError::Invalid {
+        variable: "CORTEX_DB_PATH",
+        value: path.to_owned(),
+        expected: "no home directory is known to expand ~; give an absolute path".into(),
+    })?;
+    Ok(home.join(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<ServerConfig, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        ServerConfig::from_lookup(&|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[("CORTEX_EMBED_PROVIDER", "fake")]).unwrap();
+        assert_eq!(c.user_id, "default");
+        assert_eq!(c.top_k, 10);
+        assert_eq!(c.tier, Tier::Cheap);
+        assert_eq!(c.layers, Layers::default());
+        let Storage::Sqlite(path) = c.storage else {
+            panic!("SQLite is the default")
+        };
+        assert!(path.ends_with(".cortex/memory.db"), "{path:?}");
+    }
+
+    #[test]
+    fn booleans_accept_the_documented_spellings_and_refuse_others() {
+        for (text, want) in [("1", true), ("TRUE", true), ("yes", true), ("0", false)] {
+            let c = config(&[
+                ("CORTEX_GRAPH", text),
+                ("CORTEX_DEDUP", text),
+                ("CORTEX_LLM_PROVIDER", "fake"),
+            ])
+            .unwrap();
+            assert_eq!(c.layers.graph, want, "{text}");
+            assert_eq!(c.layers.dedup, want, "{text}");
+        }
+        let c = config(&[
+            ("CORTEX_EPISODIC", "no"),
+            ("CORTEX_SOFT_UPDATE", "yes"),
+            ("CORTEX_LLM_PROVIDER", "fake"),
+        ])
+        .unwrap();
+        assert!(!c.layers.episodic && c.layers.soft_update);
+        let err = config(&[("CORTEX_EPISODIC", "maybe")]).unwrap_err();
+        assert!(
+            err.to_string().contains("CORTEX_EPISODIC=\"maybe\""),
+            "{err}"
+        );
+        assert!(config(&[("CORTEX_SOFT_UPDATE", "2")]).is_err());
+    }
+
+    #[test]
+    fn layers_that_call_a_model_need_one() {
+        let err = config(&[("CORTEX_GRAPH", "1"), ("CORTEX_EPISODIC", "1")]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("CORTEX_EPISODIC and CORTEX_GRAPH") && msg.contains("CORTEX_LLM_PROVIDER"),
+            "{msg}"
+        );
+        // Dedup compares embeddings only.
+        assert!(config(&[("CORTEX_DEDUP", "1")]).unwrap().layers.dedup);
+    }
+
+    #[test]
+    fn top_k_tier_and_user_are_validated() {
+        assert_eq!(config(&[("CORTEX_TOP_K", "25")]).unwrap().top_k, 25);
+        for bad in ["0", "1001", "-3", "ten"] {
+            let err = config(&[("CORTEX_TOP_K", bad)]).unwrap_err();
+            assert!(err.to_string().contains("CORTEX_TOP_K"), "{err}");
+        }
+        assert_eq!(
+            config(&[("CORTEX_TIER", "Flagship")]).unwrap().tier,
+            Tier::Flagship
+        );
+        let err = config(&[("CORTEX_TIER", "premium")]).unwrap_err();
+        assert!(err.to_string().contains("cheap or flagship"), "{err}");
+        assert_eq!(
+            config(&[("CORTEX_USER_ID", "alice")]).unwrap().user_id,
+            "alice"
+        );
+        assert!(config(&[("CORTEX_USER_ID", "a\u{7}b")]).is_err());
+    }
+
+    #[test]
+    fn empty_values_mean_unset() {
+        let c = config(&[("CORTEX_TOP_K", ""), ("CORTEX_USER_ID", "  ")]).unwrap();
+        assert_eq!((c.top_k, c.user_id.as_str()), (10, "default"));
+    }
+
+    #[test]
+    fn storage_selection() {
+        let c = config(&[("CORTEX_DB_PATH", "/tmp/x.db")]).unwrap();
+        assert_eq!(c.storage, Storage::Sqlite("/tmp/x.db".into()));
+        let c = config(&[("CORTEX_DATABASE_URL", "postgres://u:hunter2@db/cortex")]).unwrap();
+        assert!(matches!(c.storage, Storage::Postgres(_)));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let err = config(&[
+            ("CORTEX_DB_PATH", "/tmp/x.db"),
+            ("CORTEX_DATABASE_URL", "postgres://db/cortex"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        if let Some(home) = std::env::home_dir() {
+            let c = config(&[("CORTEX_DB_PATH", "~/work.db")]).unwrap();
+            assert_eq!(c.storage, Storage::Sqlite(home.join("work.db")));
+        }
+    }
+
+    #[test]
+    fn provider_settings_flow_through_and_keys_stay_hidden() {
+        let c = config(&[
+            ("CORTEX_EMBED_PROVIDER", "fake"),
+            ("CORTEX_EMBED_DIM", "64"),
+            ("GEMINI_API_KEY", "sk-very-secret"),
+        ])
+        .unwrap();
+        assert_eq!(c.providers.embed_dimension, 64);
+        assert!(!format!("{c:?}").contains("sk-very-secret"));
+        let err = config(&[("CORTEX_EMBED_PROVIDER", "nope")]).unwrap_err();
+        assert!(err.to_string().contains("CORTEX_EMBED_PROVIDER"), "{err}");
+    }
+}

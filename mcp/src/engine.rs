@@ -1,0 +1,160 @@
+//! Wiring the engine from configuration, lazily.
+//!
+//! The engine is built on the first tool call, not at startup, so an MCP host can start the
+//! server and list its tools before any key is set. A failed build is not cached: the call
+//! reports it and the next call tries again, so fixing the environment of a long-lived
+//! HTTP server (or a missing database that comes up later) needs no restart of clients.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use cortex_core::{CortexMemory, EngineConfig, MemoryStore, ProviderError, StoreError};
+use cortex_sqlite::SqliteStore;
+use tokio::sync::OnceCell;
+
+use crate::config::{ConfigError, ServerConfig, Storage};
+
+/// A built engine plus the per-server settings every tool call needs.
+#[derive(Debug)]
+pub struct Engine {
+    pub memory: Arc<CortexMemory>,
+    /// The user every call reads and writes as (`CORTEX_USER_ID`).
+    pub user_id: String,
+    /// Default limit for recall, list and the keyed reads (`CORTEX_TOP_K`).
+    pub top_k: usize,
+}
+
+/// Why the engine could not be built; the message says which setting to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot open the memory store: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot set up the model provider: {0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Reads the environment and builds the engine it describes.
+pub async fn build_engine_from_env() -> Result<Engine, EngineError> {
+    let config = ServerConfig::from_env()?;
+    build_engine(&config).await
+}
+
+/// Builds the store, the embedder and the engine `config` describes.
+pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> {
+    // The embedder first: it is the step most likely to fail (a missing key), and it
+    // must not leave a database file behind when it does.
+    let embedder = config.providers.build_embedder()?;
+    let generator = config.providers.build_llm()?;
+    let store = open_store(&config.storage).await?;
+    let engine_config = EngineConfig {
+        layers: config.layers,
+        ..EngineConfig::default()
+    };
+    let mut memory = CortexMemory::with_config(store, embedder, engine_config);
+    if let Some(generator) = generator {
+        memory = memory.with_llm(generator);
+    }
+    tracing::info!(
+        user = %config.user_id,
+        tier = config.tier.as_str(),
+        episodic = config.layers.episodic,
+        graph = config.layers.graph,
+        dedup = config.layers.dedup,
+        soft_update = config.layers.soft_update,
+        embedder = %config.providers.embedding_signature(),
+        "engine ready"
+    );
+    Ok(Engine {
+        memory: Arc::new(memory),
+        user_id: config.user_id.clone(),
+        top_k: config.top_k,
+    })
+}
+
+async fn open_store(storage: &Storage) -> Result<Arc<dyn MemoryStore>, EngineError> {
+    match storage {
+        Storage::Sqlite(path) => {
+            let path = path.clone();
+            // Opening creates the file and migrates the schema: blocking work.
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open(path))
+                .await
+                .map_err(|e| StoreError::backend("sqlite", e))??;
+            tracing::info!(path = %store.path().display(), "using SQLite");
+            Ok(Arc::new(store))
+        }
+        Storage::Postgres(_) => Err(EngineError::Unsupported(
+            "CORTEX_DATABASE_URL is set, but this build of cortex-mcp cannot use Postgres \
+             yet; unset it to use SQLite (CORTEX_DB_PATH)"
+                .into(),
+        )),
+    }
+}
+
+type BuildFuture = Pin<Box<dyn Future<Output = Result<Engine, EngineError>> + Send>>;
+type Builder = Arc<dyn Fn() -> BuildFuture + Send + Sync>;
+
+/// The engine, built on first use by a builder, shared by every session of the server.
+pub struct LazyEngine {
+    builder: Builder,
+    cell: OnceCell<Arc<Engine>>,
+}
+
+impl fmt::Debug for LazyEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LazyEngine")
+            .field("built", &self.cell.initialized())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyEngine {
+    /// Builds from the process environment on first use.
+    pub fn from_env() -> Self {
+        Self::new(build_engine_from_env)
+    }
+
+    /// Builds with `builder` on first use; after a failure, the next use calls it again.
+    pub fn new<F, Fut>(builder: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Engine, EngineError>> + Send + 'static,
+    {
+        Self {
+            builder: Arc::new(move || Box::pin(builder())),
+            cell: OnceCell::new(),
+        }
+    }
+
+    /// An engine that is already built (tests, embedding the server in another program).
+    pub fn ready(engine: Engine) -> Self {
+        Self {
+            builder: Arc::new(|| {
+                Box::pin(async {
+                    Err(EngineError::Unsupported(
+                        "the engine was supplied prebuilt".into(),
+                    ))
+                })
+            }),
+            cell: OnceCell::new_with(Some(Arc::new(engine))),
+        }
+    }
+
+    /// The engine, building it if this is the first successful use. Concurrent first
+    /// calls wait for one build instead of racing to open the store twice.
+    pub async fn get(&self) -> Result<Arc<Engine>, EngineError> {
+        self.cell
+            .get_or_try_init(|| async {
+                let engine = (self.builder)().await?;
+                Ok(Arc::new(engine))
+            })
+            .await
+            .cloned()
+    }
+}

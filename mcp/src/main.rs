@@ -1,0 +1,138 @@
+//! `cortex-mcp`: serves Cortex over MCP on stdio (the default) or streamable HTTP.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use cortex_mcp::http::{self, HttpError, MCP_PATH, allowed_hosts, host_part};
+use cortex_mcp::{BearerToken, LazyEngine, ServeError, ServerConfig, serve_stdio};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// Long-term memory for AI agents, served over MCP.
+///
+/// Configuration comes only from environment variables (CORTEX_DB_PATH,
+/// CORTEX_EMBED_PROVIDER, GEMINI_API_KEY, ...); see docs/CONFIGURATION.md. Logs go to
+/// stderr, filtered by RUST_LOG.
+#[derive(Debug, Parser)]
+#[command(name = "cortex-mcp", version)]
+struct Cli {
+    /// Serve streamable HTTP at ADDR (host:port, path /mcp) instead of stdio. Requires
+    /// CORTEX_HTTP_TOKEN. `--http` alone means 127.0.0.1:8765.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "127.0.0.1:8765"
+    )]
+    http: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum MainError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cortex-mcp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), MainError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(MainError::Runtime)?;
+    let result = runtime.block_on(serve(cli));
+    // Tokio reads stdin on a blocking thread that cannot be interrupted; after a signal,
+    // waiting for it would hang until the client writes again.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+async fn serve(cli: Cli) -> Result<(), MainError> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    // The engine is built on the first tool call; checking the settings now only puts a
+    // mistake in the log early, where an operator looks when starting the server.
+    if let Err(e) = ServerConfig::from_env() {
+        tracing::warn!("{e}; tool calls will fail until this is fixed");
+    }
+    let engine = Arc::new(LazyEngine::from_env());
+    match cli.http {
+        None => {
+            tracing::info!("serving MCP on stdio");
+            serve_stdio(engine, shutdown).await?;
+        }
+        Some(addr) => {
+            // The token is checked before binding: a server that would refuse every
+            // request must not hold the port.
+            let token = BearerToken::new(std::env::var("CORTEX_HTTP_TOKEN").ok().as_deref())
+                .map_err(HttpError::from)?;
+            let listener = http::bind(&addr).await?;
+            let bound = listener.local_addr().map_err(|source| HttpError::Bind {
+                addr: addr.clone(),
+                source,
+            })?;
+            let hosts = allowed_hosts(
+                std::env::var("CORTEX_HTTP_ALLOWED_HOSTS").ok().as_deref(),
+                host_part(&addr),
+                bound,
+            );
+            tracing::info!(allowed_hosts = ?hosts, "listening on http://{bound}{MCP_PATH}");
+            let app = http::router(engine, token, &hosts, &shutdown);
+            http::serve(listener, app, shutdown).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM from docker or systemd, stops the server gracefully.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+    shutdown.cancel();
+}
+
+/// Logs go to stderr: on stdio, stdout is the MCP channel and one stray line breaks it.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

@@ -1,0 +1,68 @@
+//! The MCP handler (server identity and the instructions an agent reads) and the stdio
+//! transport.
+
+use std::sync::Arc;
+
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::ServerInitializeError;
+use rmcp::{ServerHandler, ServiceExt, tool_handler};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::LazyEngine;
+use crate::tools::CortexServer;
+
+/// What an MCP host shows the model about this server: when to write and when to read.
+pub const INSTRUCTIONS: &str = "\
+Cortex is your long-term memory: what you store here is available in every later session.
+
+When to memorize: call `memorize` for durable information worth knowing next time - facts \
+about the user, their work and the people and projects around them; preferences; decisions \
+and their reasons; standing instructions (\"always ...\", \"never ...\"); notable events with \
+their dates. Write one self-contained statement per call that makes sense without this \
+conversation: name people, projects and dates instead of saying \"he\", \"it\" or \
+\"yesterday\". Do not memorize chit-chat, greetings, transient task state, secrets such as \
+passwords or API keys, or what recall already returns.
+
+When to recall: call `recall` before answering anything that may depend on earlier \
+sessions - the user's preferences, past decisions, people, projects, or any question like \
+\"what did we decide about ...\". It returns stored memories ranked by relevance, not an \
+answer: read them and use what applies. If nothing relevant comes back, say so rather than \
+guessing.
+
+Other tools: `list_memories` shows the newest memories; `forget` deletes a memory by id or \
+unique id prefix when the user asks or a memory is wrong (to correct one, forget it and \
+memorize the corrected statement). `recall_about` (everything about one entity) and \
+`recall_timeline` (dated events in order) work when the server has those layers enabled.";
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CortexServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cortex-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(#[from] Box<ServerInitializeError>),
+    #[error("the server task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` is cancelled.
+pub async fn serve_stdio(
+    engine: Arc<LazyEngine>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let running = CortexServer::new(engine)
+        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .await
+        .map_err(Box::new)?;
+    let reason = running.waiting().await?;
+    tracing::info!(?reason, "stdio session ended");
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! The six tools. Each doc comment below is the tool's description as an agent sees it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cortex_core::records::TimeRange;
+use cortex_core::{CortexError, MemoryKind};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::{tool, tool_router};
+
+use crate::args::{
+    ForgetArgs, ListMemoriesArgs, MemorizeArgs, RecallAboutArgs, RecallArgs, RecallTimelineArgs,
+    clamp_limit,
+};
+use crate::dates::parse_instant;
+use crate::engine::{Engine, LazyEngine};
+use crate::error::{Tool, ToolError};
+use crate::output::{
+    DossierOutput, ForgetOutput, MemoriesOutput, MemorizeOutput, MemoryView, RecallOutput,
+    ScoredMemoryView, TimelineEventView, TimelineOutput,
+};
+
+/// The MCP server: the tools over one lazily built engine. Cloning is cheap and shares the
+/// engine, which is how every HTTP session gets a handler.
+#[derive(Clone)]
+pub struct CortexServer {
+    engine: Arc<LazyEngine>,
+    pub(crate) tool_router: ToolRouter<Self>,
+}
+
+impl fmt::Debug for CortexServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CortexServer")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+type ToolResult<T> = Result<Json<T>, ToolError>;
+
+#[tool_router(vis = "pub(crate)")]
+impl CortexServer {
+    pub fn new(engine: Arc<LazyEngine>) -> Self {
+        Self {
+            engine,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Store one durable memory for later sessions: a fact about the user or their work, a
+    /// preference, a decision and its reason, a standing instruction, or a notable dated
+    /// event. Write one self-contained statement per call. Do not store chit-chat,
+    /// transient task state, secrets, or what recall already returns. Returns the new
+    /// memory's id and status ("stored"; "duplicate" or "superseded" when the server
+    /// detects an existing equivalent or stale memory).
+    #[tool(annotations(
+        title = "Memorize",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn memorize(
+        &self,
+        Parameters(args): Parameters<MemorizeArgs>,
+    ) -> ToolResult<MemorizeOutput> {
+        let tool = Tool::Memorize;
+        let engine = self.engine().await?;
+        let kind = match args
+            .kind
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+        {
+            Some(kind) => kind.parse::<MemoryKind>().map_err(|e| fail(tool, e))?,
+            None => MemoryKind::default(),
+        };
+        let tags = args.tags.unwrap_or_default();
+        let memorized = engine
+            .memory
+            .memorize(&engine.user_id, &args.content, kind, &tags)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        tracing::debug!(id = %memorized.memory.id, status = memorized.status.as_str(), "memorized");
+        Ok(Json(MemorizeOutput::from(&memorized)))
+    }
+
+    /// Search long-term memory. Call this before answering anything that may depend on
+    /// earlier sessions: the user's preferences, past decisions, people, projects, "what
+    /// did we decide about ...". Returns stored memories ranked by relevance (meaning and
+    /// keywords combined), most relevant first, with their ids; it does not write an
+    /// answer, so read them and use what applies.
+    #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
+    async fn recall(&self, Parameters(args): Parameters<RecallArgs>) -> ToolResult<RecallOutput> {
+        let tool = Tool::Recall;
+        let engine = self.engine().await?;
+        let limit = clamp_limit(args.limit, engine.top_k);
+        let found = engine
+            .memory
+            .recall(&engine.user_id, &args.query, limit)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        Ok(Json(RecallOutput {
+            memories: found.iter().map(ScoredMemoryView::from).collect(),
+        }))
+    }
+
+    /// Everything the memory graph holds about one entity (person, project, place,
+    /// organisation), found by name or alias: its relationships to other entities and the
+    /// memories that mention it, newest first. An exact lookup, not a search; use recall
+    /// for fuzzy questions. Needs the graph layer (CORTEX_GRAPH=1 on the server).
+    #[tool(annotations(
+        title = "Recall about an entity",
+        read_only_hint = true,
+        open_world_hint = false
+    ))]
+    async fn recall_about(
+        &self,
+        Parameters(args): Parameters<RecallAboutArgs>,
+    ) -> ToolResult<DossierOutput> {
+        let tool = Tool::RecallAbout;
+        let engine = self.engine().await?;
+        let limit = clamp_limit(args.limit, engine.top_k);
+        let dossier = engine
+            .memory
+            .recall_about(&engine.user_id, &args.entity, limit)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        Ok(Json(DossierOutput::from(&dossier)))
+    }
+
+    /// Dated events from memory in chronological order, oldest first, each with the memory
+    /// it came from: "what happened in March", "what did I do last week". `since` and
+    /// `until` are YYYY-MM-DD dates (midnight UTC) or RFC 3339 datetimes; `until` is
+    /// exclusive. Needs the episodic layer (CORTEX_EPISODIC=1 on the server).
+    #[tool(annotations(
+        title = "Recall a timeline",
+        read_only_hint = true,
+        open_world_hint = false
+    ))]
+    async fn recall_timeline(
+        &self,
+        Parameters(args): Parameters<RecallTimelineArgs>,
+    ) -> ToolResult<TimelineOutput> {
+        let tool = Tool::RecallTimeline;
+        // Dates first: a malformed date is the caller's to fix even on an unset-up server.
+        let range = TimeRange {
+            since: parse_instant("since", args.since.as_deref())?,
+            until: parse_instant("until", args.until.as_deref())?,
+        };
+        let engine = self.engine().await?;
+        let limit = clamp_limit(args.limit, engine.top_k);
+        let entries = engine
+            .memory
+            .timeline(&engine.user_id, &range, limit)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        Ok(Json(TimelineOutput {
+            events: entries.iter().map(TimelineEventView::from).collect(),
+        }))
+    }
+
+    /// The most recently stored memories, newest first, with their ids. Use it to review
+    /// what is stored or to find an id for forget; use recall to search.
+    #[tool(annotations(
+        title = "List memories",
+        read_only_hint = true,
+        open_world_hint = false
+    ))]
+    async fn list_memories(
+        &self,
+        Parameters(args): Parameters<ListMemoriesArgs>,
+    ) -> ToolResult<MemoriesOutput> {
+        let tool = Tool::ListMemories;
+        let engine = self.engine().await?;
+        let limit = clamp_limit(args.limit, engine.top_k);
+        let memories = engine
+            .memory
+            .list_memories(&engine.user_id, limit)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        Ok(Json(MemoriesOutput {
+            memories: memories.iter().map(MemoryView::from).collect(),
+        }))
+    }
+
+    /// Permanently delete one memory, by its full id or by a prefix of at least 4 hex
+    /// characters that matches exactly one memory (an ambiguous prefix deletes nothing).
+    /// Use it when the user asks to forget something or a memory is wrong; to correct a
+    /// memory, forget it and memorize the corrected statement.
+    #[tool(annotations(
+        title = "Forget",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn forget(&self, Parameters(args): Parameters<ForgetArgs>) -> ToolResult<ForgetOutput> {
+        let tool = Tool::Forget;
+        let engine = self.engine().await?;
+        let id = engine
+            .memory
+            .forget(&engine.user_id, &args.memory_id)
+            .await
+            .map_err(|e| fail(tool, e))?;
+        tracing::debug!(%id, "forgot");
+        Ok(Json(ForgetOutput {
+            forgotten: id.to_string(),
+        }))
+    }
+}
+
+impl CortexServer {
+    async fn engine(&self) -> Result<Arc<Engine>, ToolError> {
+        self.engine.get().await.map_err(|e| {
+            let err = ToolError::from(e);
+            log(&err);
+            err
+        })
+    }
+}
+
+fn fail(tool: Tool, error: CortexError) -> ToolError {
+    let err = ToolError::engine(tool, error);
+    log(&err);
+    err
+}
+
+/// Server-side faults are the operator's business and get a warning; a caller's bad
+/// argument is routine and only shows at debug level.
+fn log(err: &ToolError) {
+    if err.is_server_side() {
+        tracing::warn!(error = %err, "tool call failed");
+    } else {
+        tracing::debug!(error = %err, "tool call refused");
+    }
+}
