@@ -23,6 +23,7 @@ use crate::memory::{
     DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, NewMemory, validate_content,
     validate_user,
 };
+use crate::profile::Tier;
 use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
 use crate::reader::extraction::canonical_entity_name;
 use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
@@ -76,6 +77,14 @@ pub struct EngineConfig {
     pub rerank_timeout: Duration,
 }
 
+impl EngineConfig {
+    /// This configuration with a tier's knobs (the profile is their one source).
+    pub fn with_tier(mut self, tier: Tier) -> Self {
+        self.rerank_depth = tier.profile().rerank_depth;
+        self
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
@@ -87,7 +96,7 @@ impl Default for EngineConfig {
             max_arbiter_candidates: 8,
             enrichment_timeout: Duration::from_secs(30),
             enrichment_max_tokens: 1024,
-            rerank_depth: 50,
+            rerank_depth: Tier::default().profile().rerank_depth,
             rerank_timeout: Duration::from_secs(10),
         }
     }
