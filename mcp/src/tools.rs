@@ -37,8 +37,8 @@ impl fmt::Debug for CortexServer {
     }
 }
 
-type ToolResult<T> = Result<Json<T>, ToolError>;
-
+// Results are spelled `Result<Json<T>, ToolError>` in full: the tool macro recognises that
+// shape, not an alias, when it derives each tool's output schema.
 #[tool_router(vis = "pub(crate)")]
 impl CortexServer {
     pub fn new(engine: Arc<LazyEngine>) -> Self {
@@ -64,7 +64,7 @@ impl CortexServer {
     async fn memorize(
         &self,
         Parameters(args): Parameters<MemorizeArgs>,
-    ) -> ToolResult<MemorizeOutput> {
+    ) -> Result<Json<MemorizeOutput>, ToolError> {
         let tool = Tool::Memorize;
         let engine = self.engine().await?;
         let kind = match args
@@ -92,7 +92,10 @@ impl CortexServer {
     /// keywords combined), most relevant first, with their ids; it does not write an
     /// answer, so read them and use what applies.
     #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
-    async fn recall(&self, Parameters(args): Parameters<RecallArgs>) -> ToolResult<RecallOutput> {
+    async fn recall(
+        &self,
+        Parameters(args): Parameters<RecallArgs>,
+    ) -> Result<Json<RecallOutput>, ToolError> {
         let tool = Tool::Recall;
         let engine = self.engine().await?;
         let limit = clamp_limit(args.limit, engine.top_k);
@@ -118,7 +121,7 @@ impl CortexServer {
     async fn recall_about(
         &self,
         Parameters(args): Parameters<RecallAboutArgs>,
-    ) -> ToolResult<DossierOutput> {
+    ) -> Result<Json<DossierOutput>, ToolError> {
         let tool = Tool::RecallAbout;
         let engine = self.engine().await?;
         let limit = clamp_limit(args.limit, engine.top_k);
@@ -142,7 +145,7 @@ impl CortexServer {
     async fn recall_timeline(
         &self,
         Parameters(args): Parameters<RecallTimelineArgs>,
-    ) -> ToolResult<TimelineOutput> {
+    ) -> Result<Json<TimelineOutput>, ToolError> {
         let tool = Tool::RecallTimeline;
         // Dates first: a malformed date is the caller's to fix even on an unset-up server.
         let range = TimeRange {
@@ -171,7 +174,7 @@ impl CortexServer {
     async fn list_memories(
         &self,
         Parameters(args): Parameters<ListMemoriesArgs>,
-    ) -> ToolResult<MemoriesOutput> {
+    ) -> Result<Json<MemoriesOutput>, ToolError> {
         let tool = Tool::ListMemories;
         let engine = self.engine().await?;
         let limit = clamp_limit(args.limit, engine.top_k);
@@ -196,7 +199,10 @@ impl CortexServer {
         idempotent_hint = true,
         open_world_hint = false
     ))]
-    async fn forget(&self, Parameters(args): Parameters<ForgetArgs>) -> ToolResult<ForgetOutput> {
+    async fn forget(
+        &self,
+        Parameters(args): Parameters<ForgetArgs>,
+    ) -> Result<Json<ForgetOutput>, ToolError> {
         let tool = Tool::Forget;
         let engine = self.engine().await?;
         let id = engine
