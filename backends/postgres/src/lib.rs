@@ -1,1 +1,37 @@
-//! The PostgreSQL + pgvector backend (being built).
+//! The PostgreSQL + pgvector backend.
+//!
+//! [`PostgresStore`] implements [`MemoryStore`](cortex_core::MemoryStore) over a
+//! deadpool-postgres pool, with SQL built by sea-query and every value bound as a parameter.
+//! Besides the `build_index` path it runs the whole hybrid query in one SQL statement (the
+//! `search` pushdown): exact or HNSW dense candidates re-scored with the core's own cosine
+//! arithmetic, BM25 over a postings table written with the core tokenizer, and RRF fusion,
+//! returning what `hybrid_retrieve` returns over `build_index` on the same data.
+//!
+//! Module map: [`config`] (settings and `from_env`), `tls` (URL `sslmode` to a rustls
+//! connector), `pool` (connections), `schema` (migrations and identifiers), `postings`
+//! (BM25 postings and per-user statistics), `dense` (exact or HNSW candidate selection),
+//! `search` (the pushdown statement), `codec` (rows to records), `enrichment` (events,
+//! entities, edges, links, supersessions) and `store` (the `MemoryStore` impl).
+
+mod codec;
+pub mod config;
+mod dense;
+mod enrichment;
+mod pool;
+mod postings;
+mod schema;
+mod search;
+mod sql;
+mod store;
+mod tls;
+
+pub use config::{DEFAULT_HNSW_THRESHOLD, DEFAULT_POOL_SIZE, DenseMode, PostgresConfig};
+pub use schema::{SCHEMA_VERSION, validate_schema_name};
+pub use store::PostgresStore;
+
+use cortex_core::StoreError;
+
+/// Wraps a driver or pool error.
+pub(crate) fn pg_err(e: impl Into<cortex_core::error::BoxError>) -> StoreError {
+    StoreError::backend("postgres", e)
+}

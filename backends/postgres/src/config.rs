@@ -1,0 +1,262 @@
+//! How a [`PostgresStore`](crate::PostgresStore) is configured: in code or from the
+//! environment.
+
+use std::fmt;
+use std::str::FromStr;
+
+use cortex_core::StoreError;
+
+/// Connections per store unless `CORTEX_DATABASE_POOL_SIZE` says otherwise.
+pub const DEFAULT_POOL_SIZE: usize = 8;
+
+/// Below this many live memories for a user, `auto` searches exactly. An exact scan at
+/// this size stays within a few tens of milliseconds on a small machine (see
+/// docs/BENCHMARKS.md), and below it an approximate index buys little and costs recall.
+pub const DEFAULT_HNSW_THRESHOLD: u64 = 20_000;
+
+/// How the pushdown finds its dense candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenseMode {
+    /// A sequential scan of the user's live memories: the same candidates as the core
+    /// index, so results equal the build_index path exactly.
+    Exact,
+    /// The HNSW index (cosine), with iterative scans so the per-user filter cannot starve
+    /// the result. Approximate: its overlap with exact search is measured, not assumed.
+    Hnsw,
+    /// Exact below [`PostgresConfig::hnsw_threshold`] live memories for the user, HNSW
+    /// above.
+    #[default]
+    Auto,
+}
+
+impl DenseMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenseMode::Exact => "exact",
+            DenseMode::Hnsw => "hnsw",
+            DenseMode::Auto => "auto",
+        }
+    }
+}
+
+impl FromStr for DenseMode {
+    type Err = StoreError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "exact" => Ok(DenseMode::Exact),
+            "hnsw" => Ok(DenseMode::Hnsw),
+            "auto" | "" => Ok(DenseMode::Auto),
+            other => Err(StoreError::Config(format!(
+                "CORTEX_PG_DENSE_MODE must be exact, hnsw or auto; got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Settings of a Postgres store. The URL may carry a password: `Debug` shows it redacted.
+#[derive(Clone)]
+pub struct PostgresConfig {
+    /// `postgres://user:password@host:port/db?sslmode=...` (or libpq key=value form).
+    pub url: String,
+    /// Most connections the pool opens.
+    pub pool_size: usize,
+    /// The schema holding Cortex's tables (created if missing); `None` means `public`.
+    pub schema: Option<String>,
+    pub dense_mode: DenseMode,
+    /// The live-memory count from which `auto` switches to HNSW.
+    pub hnsw_threshold: u64,
+    /// Whether the store advertises the search pushdown. Off, the engine takes the
+    /// build_index path (useful to compare the two, or to spread CPU to the clients).
+    pub pushdown: bool,
+}
+
+impl PostgresConfig {
+    /// Defaults for everything but the URL.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            pool_size: DEFAULT_POOL_SIZE,
+            schema: None,
+            dense_mode: DenseMode::default(),
+            hnsw_threshold: DEFAULT_HNSW_THRESHOLD,
+            pushdown: true,
+        }
+    }
+
+    /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
+    /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
+    /// `CORTEX_PG_HNSW_THRESHOLD` and `CORTEX_PG_PUSHDOWN` (1/0).
+    pub fn from_env() -> Result<Self, StoreError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// [`from_env`](Self::from_env) over any variable source (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
+        let url = get("CORTEX_DATABASE_URL")
+            .filter(|u| !u.trim().is_empty())
+            .ok_or_else(|| {
+                StoreError::Config(
+                    "CORTEX_DATABASE_URL is not set; export a postgres:// URL".into(),
+                )
+            })?;
+        let mut config = Self::new(url.trim());
+        if let Some(size) = get("CORTEX_DATABASE_POOL_SIZE") {
+            config.pool_size = parse_number("CORTEX_DATABASE_POOL_SIZE", &size)?;
+            if config.pool_size == 0 {
+                return Err(StoreError::Config(
+                    "CORTEX_DATABASE_POOL_SIZE must be at least 1".into(),
+                ));
+            }
+        }
+        if let Some(schema) = get("CORTEX_PG_SCHEMA").filter(|s| !s.trim().is_empty()) {
+            crate::schema::validate_schema_name(schema.trim())?;
+            config.schema = Some(schema.trim().to_owned());
+        }
+        if let Some(mode) = get("CORTEX_PG_DENSE_MODE") {
+            config.dense_mode = mode.parse()?;
+        }
+        if let Some(n) = get("CORTEX_PG_HNSW_THRESHOLD") {
+            config.hnsw_threshold = parse_number("CORTEX_PG_HNSW_THRESHOLD", &n)?;
+        }
+        if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
+            config.pushdown = match flag.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                other => {
+                    return Err(StoreError::Config(format!(
+                        "CORTEX_PG_PUSHDOWN must be 1 or 0; got {other:?}"
+                    )));
+                }
+            };
+        }
+        Ok(config)
+    }
+
+    /// The schema name in effect.
+    pub fn schema_name(&self) -> &str {
+        self.schema.as_deref().unwrap_or("public")
+    }
+}
+
+fn parse_number<T: FromStr>(variable: &str, value: &str) -> Result<T, StoreError> {
+    value.trim().parse().map_err(|_| {
+        StoreError::Config(format!(
+            "{variable} must be a non-negative integer; got {value:?}"
+        ))
+    })
+}
+
+impl fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresConfig")
+            .field("url", &redact_url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("schema", &self.schema)
+            .field("dense_mode", &self.dense_mode)
+            .field("hnsw_threshold", &self.hnsw_threshold)
+            .field("pushdown", &self.pushdown)
+            .finish()
+    }
+}
+
+/// The URL with any password replaced by `***`, for logs and Debug output.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    // URL form: scheme://user:password@host...
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                let start = rest_start + colon + 1;
+                out.replace_range(start..rest_start + at, "***");
+            }
+        }
+    }
+    // `password=` as a URL query parameter or a key=value pair.
+    let mut redacted = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(pos) = rest.find("password=") {
+        let boundary = pos == 0 || matches!(rest.as_bytes()[pos - 1], b'?' | b'&' | b' ');
+        let value_start = pos + "password=".len();
+        redacted.push_str(&rest[..value_start]);
+        if boundary {
+            let value_end = rest[value_start..]
+                .find(['&', ' '])
+                .map_or(rest.len(), |i| value_start + i);
+            redacted.push_str("***");
+            rest = &rest[value_end..];
+        } else {
+            rest = &rest[value_start..];
+        }
+    }
+    redacted.push_str(rest);
+    redacted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn passwords_never_reach_debug_output() {
+        for url in [
+            "postgres://cortex:s3cret@db:5432/cortex?sslmode=require",
+            "postgres://cortex:s3cret@db/cortex?password=s3cret",
+            "host=db user=cortex password=s3cret dbname=cortex",
+        ] {
+            let shown = format!("{:?}", PostgresConfig::new(url));
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
+        assert_eq!(
+            redact_url("postgres://u@h/db?sslmode=disable"),
+            "postgres://u@h/db?sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn from_lookup_reads_every_variable() {
+        let vars: HashMap<&str, &str> = [
+            ("CORTEX_DATABASE_URL", "postgres://u@h/db"),
+            ("CORTEX_DATABASE_POOL_SIZE", "3"),
+            ("CORTEX_PG_SCHEMA", "cortex_x"),
+            ("CORTEX_PG_DENSE_MODE", "HNSW"),
+            ("CORTEX_PG_HNSW_THRESHOLD", "500"),
+            ("CORTEX_PG_PUSHDOWN", "0"),
+        ]
+        .into_iter()
+        .collect();
+        let c = PostgresConfig::from_lookup(|k| vars.get(k).map(|v| (*v).to_owned())).unwrap();
+        assert_eq!(c.pool_size, 3);
+        assert_eq!(c.schema.as_deref(), Some("cortex_x"));
+        assert_eq!(c.dense_mode, DenseMode::Hnsw);
+        assert_eq!(c.hnsw_threshold, 500);
+        assert!(!c.pushdown);
+    }
+
+    #[test]
+    fn bad_settings_name_their_variable() {
+        let missing = PostgresConfig::from_lookup(|_| None).unwrap_err();
+        assert!(missing.to_string().contains("CORTEX_DATABASE_URL"));
+        let bad = |key: &'static str, value: &'static str| {
+            PostgresConfig::from_lookup(move |k| match k {
+                "CORTEX_DATABASE_URL" => Some("postgres://h/db".into()),
+                k if k == key => Some(value.into()),
+                _ => None,
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(bad("CORTEX_DATABASE_POOL_SIZE", "many").contains("CORTEX_DATABASE_POOL_SIZE"));
+        assert!(bad("CORTEX_DATABASE_POOL_SIZE", "0").contains("at least 1"));
+        assert!(bad("CORTEX_PG_DENSE_MODE", "ivf").contains("CORTEX_PG_DENSE_MODE"));
+        assert!(bad("CORTEX_PG_SCHEMA", "Robert'); DROP").contains("schema"));
+        assert!(bad("CORTEX_PG_PUSHDOWN", "maybe").contains("CORTEX_PG_PUSHDOWN"));
+    }
+}

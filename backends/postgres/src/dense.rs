@@ -1,0 +1,161 @@
+//! Where the dense candidates come from: a sequential scan (exact) or the HNSW index.
+//!
+//! Either way pgvector's `<=>` only *selects* candidates; they are then ranked with the
+//! core's own cosine arithmetic (`cortex_unit_dot`, see the migration). pgvector sums in
+//! f32 (and in whatever order its vectorised loop picks), the core sums exact f32
+//! products in f64 and rounds to f32, so the two can order near-ties differently. In
+//! exact mode the candidates are every live memory whose `<=>` distance is within
+//! [`candidate_margin`] of the pool-th smallest, a superset of the core's pool whatever
+//! the rounding, so the ranks equal the core's exactly.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cortex_core::StoreError;
+use deadpool_postgres::Pool;
+use tokio_postgres::error::SqlState;
+
+use crate::pg_err;
+use crate::schema::Names;
+
+/// pgvector's HNSW limit for `vector`; up to [`HALFVEC_MAX_DIM`] the index is built over
+/// `halfvec` (candidates are re-scored exactly, so half precision only affects which
+/// memories the index offers).
+pub(crate) const VECTOR_HNSW_MAX_DIM: usize = 2000;
+pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
+/// pgvector's upper bound for `hnsw.ef_search`.
+const MAX_EF_SEARCH: usize = 1000;
+const MIN_EF_SEARCH: usize = 40;
+
+/// How one search picks its dense candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DensePlan {
+    Exact,
+    Hnsw { dimension: usize },
+}
+
+impl DensePlan {
+    pub(crate) fn is_hnsw(self) -> bool {
+        matches!(self, DensePlan::Hnsw { .. })
+    }
+}
+
+/// How far apart pgvector's and the core's cosine distances can be, twice over (once for
+/// the cut-off row, once for the candidate): f32 accumulation of `dimension` products
+/// and of both norms is off by at most about `dimension` units in the last place of f32
+/// (2^-24) relative to |a||b|, the core's by a few. The bound is generous on purpose: a
+/// wider margin only re-scores a few more rows.
+pub(crate) fn candidate_margin(dimension: usize) -> f64 {
+    (8.0 * dimension as f64 + 64.0) * f64::powi(2.0, -24)
+}
+
+/// How many HNSW candidates to fetch and re-score for a pool: a little more than the
+/// pool, so exact re-ranking can repair the index's order near the cut.
+pub(crate) fn hnsw_candidates(pool: usize) -> usize {
+    pool.saturating_add((pool / 4).max(8))
+}
+
+/// `hnsw.ef_search` for a candidate count: at least the count (pgvector caps it at 1000;
+/// iterative scanning goes on past it when the user filter drops rows).
+pub(crate) fn ef_search(candidates: usize) -> usize {
+    candidates.clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
+}
+
+/// The indexed expression for `dimension`, as the index and the query must both write it.
+pub(crate) fn indexed_expression(alias: &str, dimension: usize) -> String {
+    match dimension <= VECTOR_HNSW_MAX_DIM {
+        true => format!("({alias}embedding::vector({dimension}))"),
+        false => format!("({alias}embedding::halfvec({dimension}))"),
+    }
+}
+
+/// The query side of `<=>` against [`indexed_expression`] (`$1` is the query vector).
+pub(crate) fn query_expression(dimension: usize) -> String {
+    match dimension <= VECTOR_HNSW_MAX_DIM {
+        true => "$1::vector".to_owned(),
+        false => format!("($1::vector::halfvec({dimension}))"),
+    }
+}
+
+pub(crate) fn check_hnsw_dimension(dimension: usize) -> Result<(), StoreError> {
+    match dimension <= HALFVEC_MAX_DIM {
+        true => Ok(()),
+        false => Err(StoreError::Config(format!(
+            "pgvector's HNSW index supports at most {HALFVEC_MAX_DIM} dimensions (as halfvec); \
+             this store's embeddings have {dimension}: set CORTEX_PG_DENSE_MODE=exact"
+        ))),
+    }
+}
+
+pub(crate) const HNSW_INDEX: &str = "memories_embedding_hnsw";
+
+/// Builds the HNSW index once the dimension is known, without blocking writers
+/// (`CREATE INDEX CONCURRENTLY`, which must run outside a transaction). Idempotent and
+/// safe against another process doing the same; `done` makes later calls free.
+pub(crate) async fn ensure_hnsw_index(
+    pool: &Pool,
+    names: &Names,
+    dimension: usize,
+    done: &AtomicBool,
+) -> Result<(), StoreError> {
+    if done.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    check_hnsw_dimension(dimension)?;
+    let opclass = match dimension <= VECTOR_HNSW_MAX_DIM {
+        true => "vector_cosine_ops",
+        false => "halfvec_cosine_ops",
+    };
+    let sql = format!(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {HNSW_INDEX} ON {} USING hnsw ({} {opclass}) \
+         WHERE NOT superseded",
+        names.q("memories"),
+        indexed_expression("", dimension),
+    );
+    let client = pool.get().await.map_err(pg_err)?;
+    match client.batch_execute(&sql).await {
+        Ok(()) => {}
+        // Another process created it between our check and our create.
+        Err(e)
+            if e.code() == Some(&SqlState::DUPLICATE_TABLE)
+                || e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
+        Err(e) => return Err(pg_err(e)),
+    }
+    let valid: Option<bool> = client
+        .query_opt(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&names.schema(), &HNSW_INDEX],
+        )
+        .await
+        .map_err(pg_err)?
+        .map(|r| r.get(0));
+    if valid == Some(false) {
+        // A concurrent build that failed leaves an invalid index the planner ignores:
+        // searches stay correct (a scan), only slower, until someone rebuilds it.
+        tracing::warn!(
+            index = HNSW_INDEX,
+            "the HNSW index is invalid (an interrupted build?); run REINDEX INDEX CONCURRENTLY"
+        );
+    }
+    done.store(true, Ordering::Release);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn margins_and_ef() {
+        assert!(candidate_margin(384) < 2e-4);
+        assert!(candidate_margin(384) > 384.0 * 2.0 * f64::powi(2.0, -24));
+        assert_eq!(hnsw_candidates(40), 50);
+        assert_eq!(hnsw_candidates(4), 12);
+        assert_eq!(ef_search(12), 40);
+        assert_eq!(ef_search(5000), 1000);
+        assert_eq!(indexed_expression("m.", 384), "(m.embedding::vector(384))");
+        assert_eq!(indexed_expression("", 3072), "(embedding::halfvec(3072))");
+        assert!(check_hnsw_dimension(4096).is_err());
+    }
+}

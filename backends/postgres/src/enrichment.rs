@@ -1,0 +1,452 @@
+//! The enrichment records: events, entities, edges and memory-entity links. Supersessions
+//! live in the store, since they change the live set and the BM25 statistics.
+
+use cortex_core::StoreError;
+use cortex_core::memory::now;
+use cortex_core::records::{
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
+    TimelineEntry, normalize_entity_name,
+};
+use cortex_core::{Memory, MemoryId};
+use deadpool_postgres::{GenericClient, Pool};
+use sea_query::{Expr, ExprTrait, JoinType, OnConflict, Order, Query};
+
+use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
+use crate::pg_err;
+use crate::schema::{Names, lock_key};
+use crate::sql::{self, build, get, is_foreign_key_violation, limit, row_opt, rows, sea_err};
+
+async fn exists<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    table: &'static str,
+    user: &str,
+    id: &uuid::Uuid,
+) -> Result<bool, StoreError> {
+    let built = build(
+        Query::select()
+            .expr(Expr::cust("1"))
+            .from(names.table(table))
+            .and_where(Expr::col("id").eq(*id))
+            .and_where(Expr::col("user_id").eq(user)),
+    );
+    Ok(row_opt(client, &built).await?.is_some())
+}
+
+pub(crate) async fn require_memory<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    id: &MemoryId,
+) -> Result<(), StoreError> {
+    match exists(client, names, "memories", user, id).await? {
+        true => Ok(()),
+        false => Err(StoreError::MissingReference(format!("memory {id}"))),
+    }
+}
+
+async fn require_entity<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    id: &EntityId,
+) -> Result<(), StoreError> {
+    match exists(client, names, "entities", user, id).await? {
+        true => Ok(()),
+        false => Err(StoreError::MissingReference(format!("entity {id}"))),
+    }
+}
+
+/// A foreign-key failure after the checks passed means the memory went away meanwhile.
+fn missing_if_fk(e: StoreError, what: String) -> StoreError {
+    match is_foreign_key_violation(&e) {
+        true => StoreError::MissingReference(what),
+        false => e,
+    }
+}
+
+pub(crate) async fn add_event(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    event: &Event,
+) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pg_err)?;
+    require_memory(&client, names, user, &event.memory_id).await?;
+    let built = build(
+        Query::insert()
+            .into_table(names.table("events"))
+            .columns([
+                "memory_id",
+                "user_id",
+                "event_time",
+                "actor",
+                "location",
+                "event_type",
+            ])
+            .values([
+                event.memory_id.into(),
+                user.into(),
+                event.event_time.into(),
+                event.actor.clone().into(),
+                event.location.clone().into(),
+                event.event_type.clone().into(),
+            ])
+            .map_err(sea_err)?,
+    );
+    sql::execute(&client, &built)
+        .await
+        .map_err(|e| missing_if_fk(e, format!("memory {}", event.memory_id)))?;
+    Ok(())
+}
+
+pub(crate) async fn timeline(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    range: &TimeRange,
+    max: usize,
+) -> Result<Vec<TimelineEntry>, StoreError> {
+    let mut select = Query::select();
+    select
+        .columns(memory_columns("m"))
+        .columns([
+            ("e", "event_time"),
+            ("e", "actor"),
+            ("e", "location"),
+            ("e", "event_type"),
+        ])
+        .from_as(names.table("events"), "e")
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("memories"),
+            "m",
+            Expr::col(("m", "id")).equals(("e", "memory_id")),
+        )
+        .and_where(Expr::col(("e", "user_id")).eq(user));
+    if let Some(since) = range.since {
+        select.and_where(Expr::col(("e", "event_time")).gte(since));
+    }
+    if let Some(until) = range.until {
+        select.and_where(Expr::col(("e", "event_time")).lt(until));
+    }
+    select
+        .order_by(("e", "event_time"), Order::Asc)
+        .order_by(("m", "seq"), Order::Asc)
+        .limit(limit(max));
+    let client = pool.get().await.map_err(pg_err)?;
+    rows(&client, &build(&select))
+        .await?
+        .iter()
+        .map(|row| {
+            let memory = memory_at(row, 0)?;
+            Ok(TimelineEntry {
+                event: Event {
+                    memory_id: memory.id,
+                    event_time: get(row, 7)?,
+                    actor: get(row, 8)?,
+                    location: get(row, 9)?,
+                    event_type: get(row, 10)?,
+                },
+                memory,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn supersessions(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    memory_id: &MemoryId,
+) -> Result<Vec<Supersession>, StoreError> {
+    let built = build(
+        Query::select()
+            .columns(["old_id", "new_id", "reason", "created_at"])
+            .from(names.table("supersessions"))
+            .and_where(Expr::col("user_id").eq(user))
+            .and_where(
+                Expr::col("old_id")
+                    .eq(*memory_id)
+                    .or(Expr::col("new_id").eq(*memory_id)),
+            )
+            .order_by("created_at", Order::Asc)
+            .order_by("seq", Order::Asc),
+    );
+    let client = pool.get().await.map_err(pg_err)?;
+    rows(&client, &built)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(Supersession {
+                old_id: get(row, 0)?,
+                new_id: get(row, 1)?,
+                reason: get(row, 2)?,
+                created_at: get(row, 3)?,
+            })
+        })
+        .collect()
+}
+
+/// The oldest entity answering to any of `keys`, tried in order.
+async fn find_by_keys<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    keys: &[String],
+) -> Result<Option<Entity>, StoreError> {
+    for key in keys {
+        let built = build(
+            Query::select()
+                .columns(ENTITY_COLUMNS)
+                .from(names.table("entities"))
+                .and_where(Expr::col("user_id").eq(user))
+                .and_where(Expr::cust_with_values(
+                    "normalized_name = $1 OR aliases @> ARRAY[$2::text]",
+                    [key.clone(), key.clone()],
+                ))
+                .order_by("created_at", Order::Asc)
+                .order_by("id", Order::Asc)
+                .limit(1),
+        );
+        if let Some(row) = row_opt(client, &built).await? {
+            return entity_at(&row, 0).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+pub(crate) async fn upsert_entity(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    upsert: &EntityUpsert,
+) -> Result<Entity, StoreError> {
+    let mut client = pool.get().await.map_err(pg_err)?;
+    let tx = client.transaction().await.map_err(pg_err)?;
+    // Find-then-create must not race another upsert of the same user.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&lock_key(&["cortex-entity", names.schema(), user])],
+    )
+    .await
+    .map_err(pg_err)?;
+    let entity = match find_by_keys(&tx, names, user, &upsert.keys()).await? {
+        Some(mut existing) => {
+            if existing.merge(upsert) {
+                let built = build(
+                    Query::update()
+                        .table(names.table("entities"))
+                        .value("entity_type", existing.entity_type.clone())
+                        .value("aliases", existing.aliases.clone())
+                        .and_where(Expr::col("id").eq(existing.id)),
+                );
+                sql::execute(&tx, &built).await?;
+            }
+            existing
+        }
+        None => {
+            let created = Entity::create(upsert, now());
+            let built = build(
+                Query::insert()
+                    .into_table(names.table("entities"))
+                    .columns([
+                        "id",
+                        "user_id",
+                        "name",
+                        "normalized_name",
+                        "entity_type",
+                        "aliases",
+                        "created_at",
+                    ])
+                    .values([
+                        created.id.into(),
+                        user.into(),
+                        created.name.clone().into(),
+                        created.normalized_name.clone().into(),
+                        created.entity_type.clone().into(),
+                        created.aliases.clone().into(),
+                        created.created_at.into(),
+                    ])
+                    .map_err(sea_err)?,
+            );
+            sql::execute(&tx, &built).await?;
+            created
+        }
+    };
+    tx.commit().await.map_err(pg_err)?;
+    Ok(entity)
+}
+
+pub(crate) async fn find_entity(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    name: &str,
+) -> Result<Option<Entity>, StoreError> {
+    let client = pool.get().await.map_err(pg_err)?;
+    find_by_keys(&client, names, user, &[normalize_entity_name(name)]).await
+}
+
+pub(crate) async fn entity(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    id: &EntityId,
+) -> Result<Option<Entity>, StoreError> {
+    let built = build(
+        Query::select()
+            .columns(ENTITY_COLUMNS)
+            .from(names.table("entities"))
+            .and_where(Expr::col("id").eq(*id))
+            .and_where(Expr::col("user_id").eq(user)),
+    );
+    let client = pool.get().await.map_err(pg_err)?;
+    row_opt(&client, &built)
+        .await?
+        .map(|row| entity_at(&row, 0))
+        .transpose()
+}
+
+pub(crate) async fn add_edge(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    edge: &EntityEdge,
+) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pg_err)?;
+    require_entity(&client, names, user, &edge.source).await?;
+    require_entity(&client, names, user, &edge.target).await?;
+    if let Some(m) = &edge.memory_id {
+        require_memory(&client, names, user, m).await?;
+    }
+    let built = build(
+        Query::insert()
+            .into_table(names.table("entity_edges"))
+            .columns([
+                "user_id",
+                "source",
+                "target",
+                "label",
+                "memory_id",
+                "created_at",
+            ])
+            .values([
+                user.into(),
+                edge.source.into(),
+                edge.target.into(),
+                edge.label.clone().into(),
+                edge.memory_id.into(),
+                edge.created_at.into(),
+            ])
+            .map_err(sea_err)?
+            .on_conflict(
+                OnConflict::columns(["source", "target", "label"])
+                    .do_nothing()
+                    .to_owned(),
+            ),
+    );
+    sql::execute(&client, &built)
+        .await
+        .map_err(|e| missing_if_fk(e, format!("memory {}", edge.memory_id.unwrap_or_default())))?;
+    Ok(())
+}
+
+pub(crate) async fn edges(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    entity: &EntityId,
+) -> Result<Vec<EntityEdge>, StoreError> {
+    let built = build(
+        Query::select()
+            .columns(["source", "target", "label", "memory_id", "created_at"])
+            .from(names.table("entity_edges"))
+            .and_where(Expr::col("user_id").eq(user))
+            .and_where(
+                Expr::col("source")
+                    .eq(*entity)
+                    .or(Expr::col("target").eq(*entity)),
+            )
+            .order_by("seq", Order::Asc),
+    );
+    let client = pool.get().await.map_err(pg_err)?;
+    rows(&client, &built)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(EntityEdge {
+                source: get(row, 0)?,
+                target: get(row, 1)?,
+                label: get(row, 2)?,
+                memory_id: get(row, 3)?,
+                created_at: get(row, 4)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn link_entity(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    memory_id: &MemoryId,
+    entity: &EntityId,
+    role: EntityRole,
+) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pg_err)?;
+    require_memory(&client, names, user, memory_id).await?;
+    require_entity(&client, names, user, entity).await?;
+    let built = build(
+        Query::insert()
+            .into_table(names.table("memory_entities"))
+            .columns(["memory_id", "entity_id", "user_id", "role"])
+            .values([
+                (*memory_id).into(),
+                (*entity).into(),
+                user.into(),
+                role.as_str().into(),
+            ])
+            .map_err(sea_err)?
+            .on_conflict(
+                OnConflict::columns(["memory_id", "entity_id", "role"])
+                    .do_nothing()
+                    .to_owned(),
+            ),
+    );
+    sql::execute(&client, &built)
+        .await
+        .map_err(|e| missing_if_fk(e, format!("memory {memory_id}")))?;
+    Ok(())
+}
+
+pub(crate) async fn entity_memories(
+    pool: &Pool,
+    names: &Names,
+    user: &str,
+    entity: &EntityId,
+    max: usize,
+) -> Result<Vec<Memory>, StoreError> {
+    let built = build(
+        Query::select()
+            .columns(memory_columns("m"))
+            .from_as(names.table("memories"), "m")
+            .and_where(Expr::col(("m", "user_id")).eq(user))
+            .and_where(Expr::cust("NOT m.superseded"))
+            .and_where(Expr::cust_with_values(
+                format!(
+                    "EXISTS (SELECT 1 FROM {} l WHERE l.memory_id = m.id AND l.entity_id = $1)",
+                    names.q("memory_entities")
+                ),
+                [*entity],
+            ))
+            .order_by(("m", "seq"), Order::Desc)
+            .limit(limit(max)),
+    );
+    let client = pool.get().await.map_err(pg_err)?;
+    rows(&client, &built)
+        .await?
+        .iter()
+        .map(|row| memory_at(row, 0))
+        .collect()
+}

@@ -1,0 +1,92 @@
+//! Connections: one direct connection for the migration, then the pool.
+
+use std::time::Duration;
+
+use cortex_core::StoreError;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::Client;
+
+use crate::pg_err;
+use crate::tls::{Connection, Connector};
+
+/// How long opening one connection may take before the store gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a caller waits for a free pooled connection.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens one connection outside the pool, its driver task spawned on the runtime.
+pub(crate) async fn connect_one(conn: &Connection) -> Result<Client, StoreError> {
+    let mut config = conn.config.clone();
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    match &conn.connector {
+        Connector::Plain => {
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(connect_err)?;
+            tokio::spawn(drive(connection));
+            Ok(client)
+        }
+        Connector::Tls(tls) => {
+            let (client, connection) = config.connect(tls.clone()).await.map_err(connect_err)?;
+            tokio::spawn(drive(connection));
+            Ok(client)
+        }
+    }
+}
+
+async fn drive<F>(connection: F)
+where
+    F: std::future::Future<Output = Result<(), tokio_postgres::Error>>,
+{
+    if let Err(e) = connection.await {
+        tracing::warn!(error = %e, "postgres connection ended with an error");
+    }
+}
+
+fn connect_err(e: tokio_postgres::Error) -> StoreError {
+    // The driver's message names host and port at most, never the password.
+    StoreError::backend("postgres", e)
+}
+
+/// The pool; every connection starts with `search_path` set so the `vector` type and its
+/// operators resolve from the extension's schema (session settings ride on the startup
+/// packet, so this costs no round trip).
+pub(crate) fn build_pool(
+    conn: Connection,
+    search_path: &[&str],
+    size: usize,
+) -> Result<Pool, StoreError> {
+    let Connection {
+        mut config,
+        connector,
+    } = conn;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    // The names were validated as plain lowercase identifiers, so they need no quoting
+    // inside the options string.
+    let mut options = config.get_options().unwrap_or_default().to_owned();
+    if !options.is_empty() {
+        options.push(' ');
+    }
+    options.push_str("-c search_path=");
+    options.push_str(&search_path.join(","));
+    config.options(&options);
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match connector {
+        Connector::Plain => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+        Connector::Tls(tls) => Manager::from_config(config, tls, manager_config),
+    };
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(WAIT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(pg_err)
+}

@@ -1,0 +1,813 @@
+//! [`PostgresStore`]: the MemoryStore over a PostgreSQL + pgvector database.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use async_trait::async_trait;
+use cortex_core::embedding::{normalized, validate_embedding};
+use cortex_core::hybrid::ScoredMemory;
+use cortex_core::records::{
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
+    TimelineEntry,
+};
+use cortex_core::{
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
+    MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
+};
+use deadpool_postgres::{GenericClient, Pool};
+use pgvector::Vector;
+use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use tokio_postgres::IsolationLevel;
+
+use crate::codec::{memory_at, memory_columns};
+use crate::config::{DenseMode, PostgresConfig};
+use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
+use crate::enrichment::{self, require_memory};
+use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
+use crate::schema::{Names, ServerInfo, migrate};
+use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
+use crate::{pg_err, pool, search, tls};
+
+const SIGNATURE_KEY: &str = "embedding_signature";
+/// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
+const MAX_CACHED_COUNTS: usize = 100_000;
+
+/// A MemoryStore over PostgreSQL + pgvector, shared safely by any number of processes.
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    names: Names,
+    config: PostgresConfig,
+    server: ServerInfo,
+    /// The signature once read or written; it never changes after the first write.
+    signature: OnceLock<EmbeddingSignature>,
+    hnsw_ready: AtomicBool,
+    hnsw_building: AtomicBool,
+    /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode.
+    live_counts: Mutex<HashMap<String, u64>>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects, makes sure pgvector is installed, migrates the schema forward (once, even
+    /// with several processes starting together) and opens the pool.
+    pub async fn connect(config: PostgresConfig) -> Result<Self, StoreError> {
+        let names = Names::new(config.schema_name())?;
+        if config.pool_size == 0 {
+            return Err(StoreError::Config("pool size must be at least 1".into()));
+        }
+        let connection = tls::parse(&config.url)?;
+        let mut boot = pool::connect_one(&connection).await?;
+        let server = migrate(&mut boot, &names).await?;
+        drop(boot);
+        let mut search_path = vec![names.schema()];
+        if server.extension_schema != names.schema() {
+            search_path.push(&server.extension_schema);
+        }
+        let pool = pool::build_pool(connection, &search_path, config.pool_size)?;
+        if !server.iterative_scan && config.dense_mode != DenseMode::Exact {
+            tracing::warn!(
+                "pgvector is older than 0.8: HNSW searches cannot scan iteratively, so a \
+                 user's filter may return fewer candidates than asked; upgrade pgvector"
+            );
+        }
+        let store = Self {
+            inner: Arc::new(Inner {
+                pool,
+                names,
+                config,
+                server,
+                signature: OnceLock::new(),
+                hnsw_ready: AtomicBool::new(false),
+                hnsw_building: AtomicBool::new(false),
+                live_counts: Mutex::new(HashMap::new()),
+            }),
+        };
+        if store.inner.config.dense_mode == DenseMode::Hnsw
+            && let Some(signature) = store.known_signature().await?
+        {
+            store.ensure_hnsw(signature.dimension).await?;
+        }
+        Ok(store)
+    }
+
+    /// [`connect`](Self::connect) with [`PostgresConfig::from_env`].
+    pub async fn from_env() -> Result<Self, StoreError> {
+        Self::connect(PostgresConfig::from_env()?).await
+    }
+
+    pub fn config(&self) -> &PostgresConfig {
+        &self.inner.config
+    }
+
+    /// The pool, for tools and tests that need plain SQL next to the store.
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.inner.pool.get().await.map_err(pg_err)
+    }
+
+    fn names(&self) -> &Names {
+        &self.inner.names
+    }
+
+    async fn known_signature(&self) -> Result<Option<EmbeddingSignature>, StoreError> {
+        if let Some(known) = self.inner.signature.get() {
+            return Ok(Some(known.clone()));
+        }
+        let client = self.client().await?;
+        let read = read_signature(&client, self.names()).await?;
+        if let Some(signature) = &read {
+            let _ = self.inner.signature.set(signature.clone());
+        }
+        Ok(read)
+    }
+
+    async fn ensure_hnsw(&self, dimension: usize) -> Result<(), StoreError> {
+        ensure_hnsw_index(
+            &self.inner.pool,
+            &self.inner.names,
+            dimension,
+            &self.inner.hnsw_ready,
+        )
+        .await
+    }
+
+    /// Exact or HNSW for this user's next search.
+    async fn plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
+        match self.inner.config.dense_mode {
+            DenseMode::Exact => Ok(DensePlan::Exact),
+            DenseMode::Hnsw => {
+                self.ensure_hnsw(dimension).await?;
+                Ok(DensePlan::Hnsw { dimension })
+            }
+            DenseMode::Auto => {
+                if check_hnsw_dimension(dimension).is_err() {
+                    return Ok(DensePlan::Exact);
+                }
+                let cached = self
+                    .inner
+                    .live_counts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(user)
+                    .copied();
+                let live = match cached {
+                    Some(n) => n,
+                    None => self.count(user).await?,
+                };
+                if live < self.inner.config.hnsw_threshold {
+                    return Ok(DensePlan::Exact);
+                }
+                if self.inner.hnsw_ready.load(Ordering::Acquire) {
+                    return Ok(DensePlan::Hnsw { dimension });
+                }
+                // Build the index in the background; search exactly until it is there.
+                if !self.inner.hnsw_building.swap(true, Ordering::AcqRel) {
+                    let inner = Arc::clone(&self.inner);
+                    tokio::spawn(async move {
+                        let built = ensure_hnsw_index(
+                            &inner.pool,
+                            &inner.names,
+                            dimension,
+                            &inner.hnsw_ready,
+                        )
+                        .await;
+                        if let Err(e) = built {
+                            tracing::warn!(error = %e, "building the HNSW index failed");
+                            inner.hnsw_building.store(false, Ordering::Release);
+                        }
+                    });
+                }
+                Ok(DensePlan::Exact)
+            }
+        }
+    }
+
+    fn remember_live_count(&self, user: &str, live: u64) {
+        if self.inner.config.dense_mode != DenseMode::Auto {
+            return;
+        }
+        let mut counts = self
+            .inner
+            .live_counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if counts.len() >= MAX_CACHED_COUNTS && !counts.contains_key(user) {
+            counts.clear();
+        }
+        counts.insert(user.to_owned(), live);
+    }
+
+    async fn run_search(
+        &self,
+        plan: DensePlan,
+        built: &sql::Built,
+        pool_size: usize,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(&built.0).await.map_err(pg_err)?;
+        let params = built.1.as_params();
+        if !plan.is_hnsw() {
+            return client.query(&statement, &params).await.map_err(pg_err);
+        }
+        // The HNSW settings must hold for this statement only (SET LOCAL: a pooled
+        // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
+        // the search and COMMIT go out together as one pipelined batch: one round trip.
+        // Each future sends its message on its first poll, and join polls them in order.
+        let settings = client
+            .prepare_cached(match self.inner.server.iterative_scan {
+                true => {
+                    "SELECT set_config('hnsw.ef_search', $1, true), \
+                     set_config('hnsw.iterative_scan', 'strict_order', true)"
+                }
+                false => "SELECT set_config('hnsw.ef_search', $1, true)",
+            })
+            .await
+            .map_err(pg_err)?;
+        let ef = dense::ef_search(dense::hnsw_candidates(pool_size)).to_string();
+        let ef_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef];
+        let (begin, set, found, commit) = futures_util::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&settings, &ef_param),
+            client.query(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
+        begin.map_err(pg_err)?;
+        set.map_err(pg_err)?;
+        let found = found.map_err(pg_err)?;
+        commit.map_err(pg_err)?;
+        Ok(found)
+    }
+}
+
+async fn read_signature<C: GenericClient>(
+    client: &C,
+    names: &Names,
+) -> Result<Option<EmbeddingSignature>, StoreError> {
+    let built = build(
+        Query::select()
+            .column("value")
+            .from(names.table("meta"))
+            .and_where(Expr::col("key").eq(SIGNATURE_KEY)),
+    );
+    let Some(row) = row_opt(client, &built).await? else {
+        return Ok(None);
+    };
+    let text: String = get(&row, 0)?;
+    EmbeddingSignature::decode(&text)
+        .map(Some)
+        .ok_or_else(|| StoreError::Corrupt(format!("embedding signature {text:?}")))
+}
+
+/// Records the first signature, inside the first write's transaction, and fixes the
+/// embedding column's dimension with a CHECK constraint. Two first writers at once: the
+/// second waits on the first's meta row, then finds it and compares.
+async fn record_signature<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    signature: &EmbeddingSignature,
+) -> Result<(), StoreError> {
+    let built = build(
+        Query::insert()
+            .into_table(names.table("meta"))
+            .columns(["key", "value"])
+            .values([SIGNATURE_KEY.into(), signature.encode().into()])
+            .map_err(sea_err)?
+            .on_conflict(OnConflict::column("key").do_nothing().to_owned())
+            .returning_col("key"),
+    );
+    if row_opt(client, &built).await?.is_some() {
+        // DDL cannot bind parameters; the dimension is an integer we hold.
+        client
+            .batch_execute(&format!(
+                "ALTER TABLE {} ADD CONSTRAINT memories_embedding_dim \
+                 CHECK (vector_dims(embedding) = {})",
+                names.q("memories"),
+                signature.dimension
+            ))
+            .await
+            .map_err(pg_err)?;
+        return Ok(());
+    }
+    match read_signature(client, names).await? {
+        Some(stored) if &stored != signature => Err(StoreError::SignatureMismatch {
+            stored,
+            got: signature.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn generation_of(row: Option<tokio_postgres::Row>) -> Result<Generation, StoreError> {
+    let value: i64 = match row {
+        Some(row) => get(&row, 0)?,
+        None => return Err(StoreError::Corrupt("no generation returned".into())),
+    };
+    Ok(Generation(value as u64))
+}
+
+async fn read_generation<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+) -> Result<Generation, StoreError> {
+    let built = build(
+        Query::select()
+            .column("generation")
+            .from(names.table("users"))
+            .and_where(Expr::col("user_id").eq(user)),
+    );
+    Ok(match row_opt(client, &built).await? {
+        Some(row) => Generation(get::<i64>(&row, 0)? as u64),
+        None => Generation(0),
+    })
+}
+
+/// Bounds of the ids whose hyphenated form starts with `prefix`, or `None` when no id can
+/// (a character out of place), so the unique index on id serves the lookup.
+fn prefix_bounds(prefix: &str) -> Option<(uuid::Uuid, uuid::Uuid)> {
+    const TEMPLATE: &[u8] = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+    if prefix.len() > TEMPLATE.len() {
+        return None;
+    }
+    let (mut low, mut high) = (String::new(), String::new());
+    for (i, t) in TEMPLATE.iter().enumerate() {
+        match prefix.as_bytes().get(i) {
+            Some(&c) if *t == b'-' && c == b'-' => {
+                low.push('-');
+                high.push('-');
+            }
+            Some(&c) if *t == b'x' && (c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) => {
+                low.push(c as char);
+                high.push(c as char);
+            }
+            Some(_) => return None,
+            None if *t == b'-' => {
+                low.push('-');
+                high.push('-');
+            }
+            None => {
+                low.push('0');
+                high.push('f');
+            }
+        }
+    }
+    Some((
+        uuid::Uuid::parse_str(&low).ok()?,
+        uuid::Uuid::parse_str(&high).ok()?,
+    ))
+}
+
+#[async_trait]
+impl MemoryStore for PostgresStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            search: self.inner.config.pushdown,
+            persistent: true,
+            shared: true,
+        }
+    }
+
+    async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
+        self.known_signature().await
+    }
+
+    async fn add(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Added> {
+        validate_embedding(embedding, signature.dimension).map_err(pg_err)?;
+        let doc = DocTerms::of(&memory.content)?;
+        let names = self.names();
+        let insert_memory = build(
+            Query::insert()
+                .into_table(names.table("memories"))
+                .columns([
+                    "id",
+                    "user_id",
+                    "content",
+                    "kind",
+                    "tags",
+                    "created_at",
+                    "doc_len",
+                    "embedding",
+                ])
+                .values([
+                    memory.id.into(),
+                    memory.user_id.clone().into(),
+                    memory.content.clone().into(),
+                    memory.kind.as_str().into(),
+                    memory.tags.clone().into(),
+                    memory.created_at.into(),
+                    doc.len.into(),
+                    Vector::from(embedding.to_vec()).into(),
+                ])
+                .map_err(sea_err)?
+                .returning_col("seq"),
+        );
+        let bump = bump_user(names, &memory.user_id, 1, i64::from(doc.len))?;
+        let postings = insert_postings(names, memory.id, &doc)?;
+
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        let first = match read_signature(&tx, names).await? {
+            Some(stored) if &stored != signature => {
+                return Err(StoreError::SignatureMismatch {
+                    stored,
+                    got: signature.clone(),
+                });
+            }
+            Some(_) => false,
+            None => {
+                record_signature(&tx, names, signature).await?;
+                true
+            }
+        };
+        let generation = generation_of(row_opt(&tx, &bump).await?)?;
+        let seq: i64 = match row_opt(&tx, &insert_memory).await? {
+            Some(row) => get(&row, 0)?,
+            None => return Err(StoreError::Corrupt("insert returned no seq".into())),
+        };
+        sql::execute(&tx, &postings).await?;
+        tx.commit().await.map_err(pg_err)?;
+        let _ = self.inner.signature.set(signature.clone());
+        if first && self.inner.config.dense_mode == DenseMode::Hnsw {
+            // The table is empty but for this row: building now is instant.
+            self.ensure_hnsw(signature.dimension).await?;
+        }
+        Ok(Added {
+            memory: memory.clone().into_memory(seq),
+            generation,
+        })
+    }
+
+    async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .from_as(self.names().table("memories"), "m")
+                .and_where(Expr::col(("m", "id")).eq(*id))
+                .and_where(Expr::col(("m", "user_id")).eq(user)),
+        );
+        let client = self.client().await?;
+        row_opt(&client, &built)
+            .await?
+            .map(|row| memory_at(&row, 0))
+            .transpose()
+    }
+
+    async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
+        let Some((low, high)) = prefix_bounds(prefix) else {
+            return Ok(Vec::new());
+        };
+        let built = build(
+            Query::select()
+                .column("id")
+                .from(self.names().table("memories"))
+                .and_where(Expr::col("id").gte(low))
+                .and_where(Expr::col("id").lte(high))
+                .and_where(Expr::col("user_id").eq(user))
+                .order_by("id", Order::Asc),
+        );
+        let client = self.client().await?;
+        rows(&client, &built)
+            .await?
+            .iter()
+            .map(|r| get(r, 0))
+            .collect()
+    }
+
+    async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
+        let names = self.names();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
+        let target = build(
+            Query::select()
+                .columns(["seq", "superseded", "doc_len"])
+                .from(names.table("memories"))
+                .and_where(Expr::col("id").eq(*id))
+                .and_where(Expr::col("user_id").eq(user)),
+        );
+        let Some(row) = row_opt(&tx, &target).await? else {
+            // Nothing to delete: the rollback also undoes the generation bump.
+            tx.rollback().await.map_err(pg_err)?;
+            return Ok(None);
+        };
+        let (seq, superseded, doc_len): (i64, bool, i32) =
+            (get(&row, 0)?, get(&row, 1)?, get(&row, 2)?);
+        let superseded_by_it = build(
+            Query::select()
+                .column("old_id")
+                .from(names.table("supersessions"))
+                .and_where(Expr::col("new_id").eq(*id))
+                .order_by("seq", Order::Asc),
+        );
+        let olds: Vec<MemoryId> = rows(&tx, &superseded_by_it)
+            .await?
+            .iter()
+            .map(|r| get(r, 0))
+            .collect::<Result<_, _>>()?;
+        // Postings, events, links, edges read from it and supersessions go by cascade.
+        sql::execute(
+            &tx,
+            &build(
+                Query::delete()
+                    .from_table(names.table("memories"))
+                    .and_where(Expr::col("seq").eq(seq)),
+            ),
+        )
+        .await?;
+        if !superseded {
+            sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
+        }
+        let mut restored = Vec::new();
+        for old in olds {
+            // Live again only when nothing else supersedes it.
+            let revive = build(
+                Query::update()
+                    .table(names.table("memories"))
+                    .value("superseded", false)
+                    .and_where(Expr::col("id").eq(old))
+                    .and_where(Expr::col("user_id").eq(user))
+                    .and_where(Expr::col("superseded").eq(true))
+                    .and_where(Expr::cust(format!(
+                        "NOT EXISTS (SELECT 1 FROM {} s WHERE s.old_id = {}.id)",
+                        names.q("supersessions"),
+                        names.q("memories")
+                    )))
+                    .returning(Query::returning().column("content")),
+            );
+            if let Some(row) = row_opt(&tx, &revive).await? {
+                let content: String = get(&row, 0)?;
+                let doc = DocTerms::of(&content)?;
+                sql::execute(&tx, &insert_postings(names, old, &doc)?).await?;
+                sql::execute(&tx, &adjust_stats(names, user, 1, i64::from(doc.len))).await?;
+                restored.push(old);
+            }
+        }
+        tx.commit().await.map_err(pg_err)?;
+        Ok(Some(Deleted {
+            generation,
+            restored,
+        }))
+    }
+
+    async fn list(&self, user: &str, max: usize) -> StoreResult<Vec<Memory>> {
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .from_as(self.names().table("memories"), "m")
+                .and_where(Expr::col(("m", "user_id")).eq(user))
+                .and_where(Expr::cust("NOT m.superseded"))
+                .order_by(("m", "seq"), Order::Desc)
+                .limit(limit(max)),
+        );
+        let client = self.client().await?;
+        rows(&client, &built)
+            .await?
+            .iter()
+            .map(|r| memory_at(r, 0))
+            .collect()
+    }
+
+    async fn count(&self, user: &str) -> StoreResult<u64> {
+        // The statistics row counts exactly the live memories (see `postings`).
+        let built = build(
+            Query::select()
+                .column("doc_count")
+                .from(self.names().table("users"))
+                .and_where(Expr::col("user_id").eq(user)),
+        );
+        let client = self.client().await?;
+        let live = match row_opt(&client, &built).await? {
+            Some(row) => u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0),
+            None => 0,
+        };
+        self.remember_live_count(user, live);
+        Ok(live)
+    }
+
+    async fn generation(&self, user: &str) -> StoreResult<Generation> {
+        let client = self.client().await?;
+        read_generation(&client, self.names(), user).await
+    }
+
+    async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
+        let names = self.names();
+        let mut client = self.client().await?;
+        // One snapshot, so the rows and the generation describe the same state.
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(pg_err)?;
+        let generation = read_generation(&tx, names, user).await?;
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .column(("m", "embedding"))
+                .from_as(names.table("memories"), "m")
+                .and_where(Expr::col(("m", "user_id")).eq(user))
+                .and_where(Expr::cust("NOT m.superseded"))
+                .order_by(("m", "seq"), Order::Asc),
+        );
+        let found = rows(&tx, &built).await?;
+        tx.commit().await.map_err(pg_err)?;
+        let mut index = MemoryIndex::new(dimension);
+        for row in &found {
+            let memory = memory_at(row, 0)?;
+            let vector: Vector = get(row, 7)?;
+            let id = memory.id;
+            index
+                .insert(memory, vector.as_slice())
+                .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
+        }
+        Ok(BuiltIndex { index, generation })
+    }
+
+    async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
+        if request.top_k == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(signature) = self.known_signature().await? else {
+            return Ok(Vec::new());
+        };
+        validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
+        let unit = normalized(&request.embedding);
+        let plan = self.plan(user, signature.dimension).await?;
+        let built = search::statement(
+            self.names(),
+            plan,
+            user,
+            &unit,
+            &request.terms,
+            request.top_k,
+        );
+        let pool_size = cortex_core::candidate_pool(request.top_k);
+        let found = self.run_search(plan, &built, pool_size).await?;
+        let mut out = Vec::with_capacity(found.len());
+        let mut live = None;
+        for row in &found {
+            let (hit, count) = search::decode(row)?;
+            live = count.or(live);
+            out.push(hit);
+        }
+        if let Some(n) = live {
+            self.remember_live_count(user, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(out)
+    }
+
+    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
+        enrichment::add_event(&self.inner.pool, self.names(), user, event).await
+    }
+
+    async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        max: usize,
+    ) -> StoreResult<Vec<TimelineEntry>> {
+        enrichment::timeline(&self.inner.pool, self.names(), user, range, max).await
+    }
+
+    async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
+        let names = self.names();
+        let s = supersession;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
+        require_memory(&tx, names, user, &s.old_id).await?;
+        require_memory(&tx, names, user, &s.new_id).await?;
+        let insert = build(
+            Query::insert()
+                .into_table(names.table("supersessions"))
+                .columns(["old_id", "new_id", "user_id", "reason", "created_at"])
+                .values([
+                    s.old_id.into(),
+                    s.new_id.into(),
+                    user.into(),
+                    s.reason.clone().into(),
+                    s.created_at.into(),
+                ])
+                .map_err(sea_err)?
+                .on_conflict(
+                    OnConflict::columns(["old_id", "new_id"])
+                        .do_nothing()
+                        .to_owned(),
+                ),
+        );
+        sql::execute(&tx, &insert).await?;
+        // Out of the live set: its postings and its share of the statistics go.
+        let hide = build(
+            Query::update()
+                .table(names.table("memories"))
+                .value("superseded", true)
+                .and_where(Expr::col("id").eq(s.old_id))
+                .and_where(Expr::col("superseded").eq(false))
+                .returning(Query::returning().columns(["seq", "doc_len"])),
+        );
+        if let Some(row) = row_opt(&tx, &hide).await? {
+            let (seq, doc_len): (i64, i32) = (get(&row, 0)?, get(&row, 1)?);
+            sql::execute(&tx, &delete_postings(names, seq)).await?;
+            sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
+        }
+        tx.commit().await.map_err(pg_err)?;
+        Ok(generation)
+    }
+
+    async fn supersessions(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+    ) -> StoreResult<Vec<Supersession>> {
+        enrichment::supersessions(&self.inner.pool, self.names(), user, memory_id).await
+    }
+
+    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
+        enrichment::upsert_entity(&self.inner.pool, self.names(), user, entity).await
+    }
+
+    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
+        enrichment::find_entity(&self.inner.pool, self.names(), user, name).await
+    }
+
+    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
+        enrichment::entity(&self.inner.pool, self.names(), user, id).await
+    }
+
+    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
+        enrichment::add_edge(&self.inner.pool, self.names(), user, edge).await
+    }
+
+    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
+        enrichment::edges(&self.inner.pool, self.names(), user, entity).await
+    }
+
+    async fn link_entity(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+        entity: &EntityId,
+        role: EntityRole,
+    ) -> StoreResult<()> {
+        enrichment::link_entity(
+            &self.inner.pool,
+            self.names(),
+            user,
+            memory_id,
+            entity,
+            role,
+        )
+        .await
+    }
+
+    async fn entity_memories(
+        &self,
+        user: &str,
+        entity: &EntityId,
+        max: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        enrichment::entity_memories(&self.inner.pool, self.names(), user, entity, max).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_bounds_cover_exactly_the_prefix() {
+        let (low, high) = prefix_bounds("abcd").unwrap();
+        assert_eq!(low.to_string(), "abcd0000-0000-0000-0000-000000000000");
+        assert_eq!(high.to_string(), "abcdffff-ffff-ffff-ffff-ffffffffffff");
+        let (low, _) = prefix_bounds("12345678-9a").unwrap();
+        assert_eq!(low.to_string(), "12345678-9a00-0000-0000-000000000000");
+        assert!(prefix_bounds("1234567x").is_none());
+        assert!(
+            prefix_bounds("123456789").is_none(),
+            "no hyphen where one belongs"
+        );
+        assert!(prefix_bounds(&"a".repeat(37)).is_none());
+    }
+}

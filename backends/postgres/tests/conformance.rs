@@ -1,0 +1,20 @@
+//! The conformance suite against PostgreSQL, twice: with the search pushdown, and with it
+//! turned off so the engine takes the build_index path. Each scenario gets its own schema.
+
+mod support;
+
+mod pushdown {
+    use super::support::Pg;
+    use cortex_conformance::{conformance_suite, persistence_suite};
+
+    conformance_suite!(Pg { pushdown: true });
+    persistence_suite!(Pg { pushdown: true });
+}
+
+mod build_index {
+    use super::support::Pg;
+    use cortex_conformance::{conformance_suite, persistence_suite};
+
+    conformance_suite!(Pg { pushdown: false });
+    persistence_suite!(Pg { pushdown: false });
+}

@@ -1,0 +1,241 @@
+//! Where the Postgres tests get a database, and a schema per test.
+//!
+//! In this order: `CORTEX_TEST_DATABASE_URL`; else, when a Docker engine answers, a
+//! `pgvector/pgvector:pg17` container (testcontainers) started once per test binary; else
+//! the tests skip with one line, or panic under CI (`CI` set), where a missing database is
+//! a failure.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use cortex_conformance::{StoreFactory, TestStorage, in_ci};
+use cortex_core::MemoryStore;
+use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
+use tokio::sync::OnceCell;
+
+/// The database URL, or why there is none.
+pub async fn database() -> Result<String, String> {
+    static SOURCE: OnceCell<Result<String, String>> = OnceCell::const_new();
+    SOURCE.get_or_init(find_database).await.clone()
+}
+
+async fn find_database() -> Result<String, String> {
+    if let Ok(url) = std::env::var("CORTEX_TEST_DATABASE_URL")
+        && !url.trim().is_empty()
+    {
+        return Ok(url.trim().to_owned());
+    }
+    if docker_reachable() {
+        return start_container().await;
+    }
+    Err(
+        "no CORTEX_TEST_DATABASE_URL and no Docker engine reachable \
+         (set CORTEX_TEST_DATABASE_URL=postgres://... to run the Postgres tests)"
+            .into(),
+    )
+}
+
+/// `Some(reason)` when the tests must skip; panics instead under CI.
+pub async fn unavailable() -> Option<String> {
+    match database().await {
+        Ok(_) => None,
+        Err(reason) if in_ci() => panic!("Postgres tests cannot run under CI: {reason}"),
+        Err(reason) => Some(reason),
+    }
+}
+
+/// A quick, harmless probe: can we open the engine's socket at all?
+fn docker_reachable() -> bool {
+    let timeout = Duration::from_millis(300);
+    match std::env::var("DOCKER_HOST") {
+        Ok(host) if host.starts_with("tcp://") => {
+            use std::net::ToSocketAddrs;
+            host.trim_start_matches("tcp://")
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .is_some_and(|addr| std::net::TcpStream::connect_timeout(&addr, timeout).is_ok())
+        }
+        Ok(host) if host.starts_with("unix://") => {
+            unix_socket_answers(host.trim_start_matches("unix://"))
+        }
+        Ok(_) => false,
+        Err(_) => unix_socket_answers("/var/run/docker.sock"),
+    }
+}
+
+#[cfg(unix)]
+fn unix_socket_answers(path: &str) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}
+
+#[cfg(not(unix))]
+fn unix_socket_answers(_path: &str) -> bool {
+    false
+}
+
+/// Starts the container on a thread of its own whose runtime outlives every test's
+/// runtime, and keeps it until the process ends.
+async fn start_container() -> Result<String, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            use testcontainers::core::{IntoContainerPort, WaitFor};
+            use testcontainers::runners::AsyncRunner;
+            use testcontainers::{GenericImage, ImageExt};
+            let started = GenericImage::new("pgvector/pgvector", "pg17")
+                .with_exposed_port(5432.tcp())
+                .with_wait_for(WaitFor::message_on_stderr(
+                    "database system is ready to accept connections",
+                ))
+                .with_env_var("POSTGRES_PASSWORD", "postgres")
+                .start()
+                .await;
+            let container = match started {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("starting pgvector/pgvector:pg17: {e}")));
+                    return;
+                }
+            };
+            let address = async {
+                let host = container.get_host().await?;
+                let port = container.get_host_port_ipv4(5432).await?;
+                Ok::<_, testcontainers::TestcontainersError>((host, port))
+            }
+            .await;
+            let url = address
+                .map(|(host, port)| {
+                    format!("postgres://postgres:postgres@{host}:{port}/postgres?sslmode=disable")
+                })
+                .map_err(|e| format!("container address: {e}"));
+            let _ = tx.send(url);
+            // Keep the container (and the runtime driving its client) alive.
+            std::future::pending::<()>().await;
+        });
+    });
+    let url = rx
+        .await
+        .map_err(|_| "the container thread died".to_owned())??;
+    // The image restarts the server once after initdb: wait until it really answers.
+    for _ in 0..60 {
+        if tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .is_ok()
+        {
+            return Ok(url);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err("the pgvector container never accepted connections".into())
+}
+
+/// A schema name no other test (or test run) uses.
+pub fn unique_schema(tag: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "cortex_t_{tag}_{}_{}_{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// Settings for a store in `schema`.
+pub fn config(url: &str, schema: &str, pushdown: bool, mode: DenseMode) -> PostgresConfig {
+    PostgresConfig {
+        pool_size: 4,
+        schema: Some(schema.to_owned()),
+        dense_mode: mode,
+        pushdown,
+        ..PostgresConfig::new(url)
+    }
+}
+
+/// One test's schema: connected to as often as the test likes, dropped with it.
+pub struct TestSchema {
+    pub url: String,
+    pub schema: String,
+    pub pushdown: bool,
+    pub mode: DenseMode,
+}
+
+impl TestSchema {
+    pub async fn new(tag: &str, pushdown: bool, mode: DenseMode) -> Self {
+        let url = database().await.expect("database available");
+        Self {
+            url,
+            schema: unique_schema(tag),
+            pushdown,
+            mode,
+        }
+    }
+
+    pub async fn store(&self) -> PostgresStore {
+        PostgresStore::connect(config(&self.url, &self.schema, self.pushdown, self.mode))
+            .await
+            .expect("connect to postgres")
+    }
+}
+
+#[async_trait]
+impl TestStorage for TestSchema {
+    async fn connect(&self) -> Arc<dyn MemoryStore> {
+        Arc::new(self.store().await)
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        // Drop runs inside the test's runtime, where we cannot block on a future: a
+        // thread with its own runtime drops the schema, and we wait for it.
+        let (url, schema) = (self.url.clone(), self.schema.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let store =
+                    PostgresStore::connect(config(&url, &schema, true, DenseMode::Exact)).await?;
+                let client = store.pool().get().await.map_err(|e| e.to_string())?;
+                client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test schema {}", self.schema);
+        }
+    }
+}
+
+/// The conformance factory: a fresh schema per scenario.
+pub struct Pg {
+    pub pushdown: bool,
+}
+
+#[async_trait]
+impl StoreFactory for Pg {
+    async fn unavailable(&self) -> Option<String> {
+        unavailable().await
+    }
+
+    async fn create(&self) -> Box<dyn TestStorage> {
+        let tag = if self.pushdown { "push" } else { "index" };
+        Box::new(TestSchema::new(tag, self.pushdown, DenseMode::Exact).await)
+    }
+}
