@@ -24,6 +24,7 @@ use crate::gemini::{
     GeminiProvider,
 };
 use crate::http::HttpOptions;
+use crate::local::{self, LocalSettings};
 use crate::openai::{
     MaxTokensField, OLLAMA_BASE_URL, OLLAMA_EMBED_DIM, OLLAMA_EMBED_MODEL, OLLAMA_LLM_MODEL,
     OPENAI_BASE_URL, OPENAI_EMBED_DIM, OPENAI_EMBED_MODEL, OPENAI_LLM_MODEL, OpenAiConfig,
@@ -42,10 +43,12 @@ pub enum EmbedProviderKind {
     Ollama,
     /// Feature hashing, for tests and demos: not semantic.
     Fake,
+    /// In-process model (BERT or model2vec) from `CORTEX_EMBED_MODEL_PATH`; no key.
+    Local,
 }
 
 impl EmbedProviderKind {
-    const VALID: &'static str = "gemini, openai, ollama, fake";
+    const VALID: &'static str = "gemini, openai, ollama, fake, local";
 }
 
 impl FromStr for EmbedProviderKind {
@@ -57,6 +60,10 @@ impl FromStr for EmbedProviderKind {
             "openai" => Ok(Self::OpenAi),
             "ollama" => Ok(Self::Ollama),
             "fake" => Ok(Self::Fake),
+            #[cfg(feature = "local")]
+            "local" => Ok(Self::Local),
+            #[cfg(not(feature = "local"))]
+            "local" => Err(local::not_compiled()),
             other => Err(ProviderError::Config(format!(
                 "CORTEX_EMBED_PROVIDER={other:?} is not a known embedding provider; valid: {}",
                 Self::VALID
@@ -105,6 +112,9 @@ impl FromStr for LlmProviderKind {
 #[derive(Debug, Clone)]
 pub struct ProviderConfig {
     pub embed_provider: EmbedProviderKind,
+    /// Whether `CORTEX_EMBED_PROVIDER` chose the embedder (rather than the default
+    /// rule), so a failure can say which variables would have chosen one.
+    pub embed_provider_explicit: bool,
     pub embed_model: String,
     pub embed_dimension: usize,
     /// Send the dimension to the API (OpenAI `dimensions`); set when
@@ -126,6 +136,8 @@ pub struct ProviderConfig {
     /// SQLite file memoizing every call (`CORTEX_PROVIDER_CACHE`); none by default.
     pub cache_path: Option<PathBuf>,
     pub http: HttpOptions,
+    /// The `local` embedder's model and batching (`CORTEX_EMBED_MODEL_PATH`, …).
+    pub local: LocalSettings,
 }
 
 /// Native dimensions of common embedding models, so `CORTEX_EMBED_MODEL` alone is
@@ -158,8 +170,16 @@ impl ProviderConfig {
         };
         let key = |name: &str| var(name).map(ApiKey::new);
 
+        let gemini_key = key("GEMINI_API_KEY").or_else(|| key("GOOGLE_API_KEY"));
+        let local = LocalSettings::from_vars(var)?;
+        let embed_provider_explicit = var("CORTEX_EMBED_PROVIDER").is_some();
         let embed_provider = match var("CORTEX_EMBED_PROVIDER") {
             Some(name) => name.parse()?,
+            // A Gemini key keeps Gemini the default, as before the local embedder
+            // existed; without one, a model on disk is the only choice that can work.
+            None if gemini_key.is_none() && local::AVAILABLE && local.has_model() => {
+                EmbedProviderKind::Local
+            }
             None => EmbedProviderKind::Gemini,
         };
         let llm_provider = match var("CORTEX_LLM_PROVIDER") {
@@ -178,8 +198,12 @@ impl ProviderConfig {
             }
             None => None,
         };
-        let (embed_model, embed_dimension, send_dimensions) =
-            embed_model_and_dimension(embed_provider, var("CORTEX_EMBED_MODEL"), requested_dim)?;
+        let (embed_model, embed_dimension, send_dimensions) = embed_model_and_dimension(
+            embed_provider,
+            var("CORTEX_EMBED_MODEL"),
+            requested_dim,
+            &local,
+        )?;
         let llm_model = var("CORTEX_LLM_MODEL").unwrap_or_else(|| {
             match llm_provider {
                 LlmProviderKind::Gemini => GEMINI_LLM_MODEL,
@@ -208,12 +232,13 @@ impl ProviderConfig {
 
         Ok(Self {
             embed_provider,
+            embed_provider_explicit,
             embed_model,
             embed_dimension,
             send_dimensions,
             llm_provider,
             llm_model,
-            gemini_key: key("GEMINI_API_KEY").or_else(|| key("GOOGLE_API_KEY")),
+            gemini_key,
             openai_key: key("OPENAI_API_KEY"),
             anthropic_key: key("ANTHROPIC_API_KEY"),
             ollama_key: key("OLLAMA_API_KEY"),
@@ -235,6 +260,7 @@ impl ProviderConfig {
             },
             cache_path: var("CORTEX_PROVIDER_CACHE").map(PathBuf::from),
             http,
+            local,
         })
     }
 
@@ -245,9 +271,16 @@ impl ProviderConfig {
 
     /// The embedding provider, wrapped in a [`CachingProvider`] when
     /// `CORTEX_PROVIDER_CACHE` is set. Fails with [`ProviderError::MissingKey`] naming
-    /// the variable when the chosen service needs a key that is not set.
+    /// the variable when the chosen service needs a key that is not set, and with
+    /// [`ProviderError::Config`] listing every way to get an embedder when none was
+    /// chosen and neither a key nor a local model is there.
     pub fn build_embedder(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
         let (provider, generation_model) = match self.embed_provider {
+            EmbedProviderKind::Gemini
+                if !self.embed_provider_explicit && self.gemini_key.is_none() =>
+            {
+                return Err(no_embedder(&self.local));
+            }
             EmbedProviderKind::Gemini => gemini(self.gemini_config()?)?,
             EmbedProviderKind::OpenAi => openai(self.openai_config()?)?,
             EmbedProviderKind::Ollama => openai(self.ollama_config())?,
@@ -257,6 +290,7 @@ impl ProviderConfig {
                     FakeProvider::new(self.embed_dimension).with_model(self.embed_model.clone()),
                 ));
             }
+            EmbedProviderKind::Local => (local_embedder(self)?, String::new()),
         };
         self.maybe_cached(provider, &generation_model)
     }
@@ -398,6 +432,38 @@ impl ProviderConfig {
 
 type Built = (Arc<dyn LLMProvider>, String);
 
+#[cfg(feature = "local")]
+fn local_embedder(config: &ProviderConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+    let provider = local::build(&config.local, &config.embed_model, config.embed_dimension)?;
+    Ok(Arc::new(provider))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_embedder(_config: &ProviderConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+    Err(local::not_compiled())
+}
+
+/// The error of a setup that chose no embedder and has nothing the default rule can
+/// use: it names every variable that would fix it.
+fn no_embedder(local: &LocalSettings) -> ProviderError {
+    let local_choice = if local::AVAILABLE {
+        let default_dir = local.default_dir.as_ref().map_or_else(String::new, |dir| {
+            format!(" (or put its files in {})", dir.display())
+        });
+        format!(
+            "set CORTEX_EMBED_MODEL_PATH to a local model directory such as all-MiniLM-L6-v2{default_dir}, or "
+        )
+    } else {
+        String::new()
+    };
+    ProviderError::Config(format!(
+        "no embedding provider is configured: {local_choice}set GEMINI_API_KEY (or \
+         GOOGLE_API_KEY) to use Gemini, or choose one with CORTEX_EMBED_PROVIDER \
+         (openai, ollama, …); CORTEX_EMBED_PROVIDER=fake runs a non-semantic demo embedder. \
+         See docs/PROVIDERS.md"
+    ))
+}
+
 fn gemini(config: GeminiConfig) -> Result<Built, ProviderError> {
     let provider = GeminiProvider::new(config)?;
     let model = provider.generation_model().to_owned();
@@ -414,12 +480,18 @@ fn embed_model_and_dimension(
     kind: EmbedProviderKind,
     model: Option<String>,
     requested_dim: Option<usize>,
+    local: &LocalSettings,
 ) -> Result<(String, usize, bool), ProviderError> {
     let (default_model, default_dim) = match kind {
         EmbedProviderKind::Gemini => (GEMINI_EMBED_MODEL, GEMINI_EMBED_DIM),
         EmbedProviderKind::OpenAi => (OPENAI_EMBED_MODEL, OPENAI_EMBED_DIM),
         EmbedProviderKind::Ollama => (OLLAMA_EMBED_MODEL, OLLAMA_EMBED_DIM),
         EmbedProviderKind::Fake => (FAKE_MODEL, FAKE_EMBED_DIM),
+        // The model's own files give its name and size.
+        EmbedProviderKind::Local => {
+            let (model, dim) = local::resolve_signature(local, model, requested_dim)?;
+            return Ok((model, dim, false));
+        }
     };
     let model = model.unwrap_or_else(|| default_model.to_owned());
     match kind {
@@ -437,6 +509,8 @@ fn embed_model_and_dimension(
             Ok((model, dim, true))
         }
         EmbedProviderKind::Fake => Ok((model, requested_dim.unwrap_or(default_dim), false)),
+        // Resolved from the model's files above; kept for exhaustiveness.
+        EmbedProviderKind::Local => Ok((model, requested_dim.unwrap_or(default_dim), false)),
         EmbedProviderKind::OpenAi | EmbedProviderKind::Ollama => {
             let native = known_dimension(&model);
             match (requested_dim, native) {

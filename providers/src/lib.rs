@@ -5,6 +5,8 @@
 //!   LM Studio), embeddings and generation.
 //! - [`AnthropicProvider`]: Claude, generation only.
 //! - [`FakeProvider`]: deterministic and offline, for tests and demos (not semantic).
+//! - `LocalProvider`: in-process embeddings (BERT through candle, or model2vec) from a
+//!   model directory; no key, no network. Behind the default cargo feature `local`.
 //! - [`HttpReranker`]: the Cohere / Jina / Voyage `/rerank` APIs, for the optional reranker.
 //! - [`CachingProvider`]: memoizes any of them, in memory or in a SQLite file.
 //! - [`ProviderConfig`]: picks and builds them from `CORTEX_*` environment variables.
@@ -20,6 +22,7 @@ pub mod config;
 pub mod fake;
 pub mod gemini;
 pub mod http;
+pub mod local;
 pub mod openai;
 pub mod rerank;
 pub mod retry;
@@ -33,6 +36,9 @@ pub use config::{EmbedProviderKind, LlmProviderKind, ProviderConfig};
 pub use fake::FakeProvider;
 pub use gemini::{GeminiConfig, GeminiProvider};
 pub use http::HttpOptions;
+pub use local::{LocalModelKind, LocalSettings};
+#[cfg(feature = "local")]
+pub use local::{LocalOptions, LocalProvider};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
 pub use rerank::{HttpReranker, RerankConfig, RerankStyle};
 pub use retry::{RetryPolicy, SleepFuture, Sleeper, TokioSleeper};

@@ -42,7 +42,11 @@ fn defaults_are_gemini_embeddings_and_no_generation() {
 
 #[test]
 fn a_missing_key_names_the_variable() {
-    let err = config(&[]).unwrap().build_embedder().unwrap_err();
+    // Without CORTEX_EMBED_PROVIDER the error lists every way out (tests/local.rs).
+    let err = config(&[("CORTEX_EMBED_PROVIDER", "gemini")])
+        .unwrap()
+        .build_embedder()
+        .unwrap_err();
     assert!(err.to_string().contains("GEMINI_API_KEY"), "{err}");
     assert_eq!(missing_key(err), "GEMINI_API_KEY");
 
@@ -67,7 +71,11 @@ fn a_missing_key_names_the_variable() {
     assert_eq!(missing_key(c.build_llm().unwrap_err()), "GEMINI_API_KEY");
 
     // An empty value counts as unset.
-    let c = config(&[("GEMINI_API_KEY", "  ")]).unwrap();
+    let c = config(&[
+        ("CORTEX_EMBED_PROVIDER", "gemini"),
+        ("GEMINI_API_KEY", "  "),
+    ])
+    .unwrap();
     assert_eq!(
         missing_key(c.build_embedder().unwrap_err()),
         "GEMINI_API_KEY"
@@ -83,11 +91,14 @@ fn google_api_key_is_accepted_for_gemini() {
 
 #[test]
 fn unknown_provider_names_list_the_valid_ones() {
-    let err = config(&[("CORTEX_EMBED_PROVIDER", "local")]).unwrap_err();
+    let err = config(&[("CORTEX_EMBED_PROVIDER", "word2vec")]).unwrap_err();
     assert!(matches!(err, ProviderError::Config(_)));
     let text = err.to_string();
-    assert!(text.contains("\"local\""), "{text}");
-    assert!(text.contains("gemini, openai, ollama, fake"), "{text}");
+    assert!(text.contains("\"word2vec\""), "{text}");
+    assert!(
+        text.contains("gemini, openai, ollama, fake, local"),
+        "{text}"
+    );
 
     let err = config(&[("CORTEX_EMBED_PROVIDER", "anthropic")]).unwrap_err();
     assert!(err.to_string().contains("CORTEX_EMBED_PROVIDER"), "{err}");
