@@ -5,13 +5,12 @@
 //! touch the process environment. Empty values count as unset, as in the providers crate:
 //! `VAR=` in a compose file or `.env` then means "use the default".
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use cortex_core::memory::validate_user;
-use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError};
-use cortex_providers::{LlmProviderKind, ProviderConfig};
+use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError, Tier};
+use cortex_postgres::PostgresConfig;
+use cortex_providers::{LlmProviderKind, ProviderConfig, RerankConfig};
 
 /// Every environment variable the server reads, its own and those of the crates it wires
 /// (providers, logging). `.env.example` and `docs/CONFIGURATION.md` list exactly these; a
@@ -21,6 +20,12 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_DB_PATH",
     "CORTEX_DATABASE_URL",
     "CORTEX_USER_ID",
+    // Postgres (read by cortex_postgres::PostgresConfig).
+    "CORTEX_DATABASE_POOL_SIZE",
+    "CORTEX_PG_SCHEMA",
+    "CORTEX_PG_DENSE_MODE",
+    "CORTEX_PG_HNSW_THRESHOLD",
+    "CORTEX_PG_PUSHDOWN",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
     "CORTEX_TIER",
@@ -49,6 +54,13 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PROVIDER_TIMEOUT_SECS",
     "CORTEX_PROVIDER_MAX_ATTEMPTS",
     "CORTEX_PROVIDER_RETRY_BUDGET_SECS",
+    // Reranker (read by cortex_providers::RerankConfig).
+    "CORTEX_RERANK_PROVIDER",
+    "CORTEX_RERANK_MODEL",
+    "CORTEX_RERANK_BASE_URL",
+    "COHERE_API_KEY",
+    "JINA_API_KEY",
+    "VOYAGE_API_KEY",
     // HTTP transport.
     "CORTEX_HTTP_TOKEN",
     "CORTEX_HTTP_ALLOWED_HOSTS",
@@ -56,8 +68,6 @@ pub const ENV_VARS: &[&str] = &[
     "RUST_LOG",
 ];
 
-/// `CORTEX_TOP_K` when unset.
-pub const DEFAULT_TOP_K: usize = 10;
 /// `CORTEX_USER_ID` when unset.
 pub const DEFAULT_USER_ID: &str = "default";
 
@@ -79,64 +89,14 @@ pub enum ConfigError {
     Store(#[from] StoreError),
 }
 
-/// The model-quality profile. Only validated for now: the knobs each tier turns (reranker,
-/// extraction model) arrive with the profiles issue.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Tier {
-    #[default]
-    Cheap,
-    Flagship,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Cheap => "cheap",
-            Tier::Flagship => "flagship",
-        }
-    }
-}
-
-impl FromStr for Tier {
-    type Err = ConfigError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "cheap" => Ok(Tier::Cheap),
-            "flagship" => Ok(Tier::Flagship),
-            _ => Err(ConfigError::Invalid {
-                variable: "CORTEX_TIER",
-                value: s.to_owned(),
-                expected: "use cheap or flagship".into(),
-            }),
-        }
-    }
-}
-
-/// A Postgres connection string. It usually carries a password, so `Debug` hides it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct DatabaseUrl(String);
-
-impl DatabaseUrl {
-    /// The URL itself, for the one place that connects with it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for DatabaseUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("DatabaseUrl(***)")
-    }
-}
-
 /// Where memories live.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Storage {
     /// The embedded default: one SQLite file.
     Sqlite(PathBuf),
-    /// PostgreSQL + pgvector, selected by `CORTEX_DATABASE_URL`.
-    Postgres(DatabaseUrl),
+    /// PostgreSQL + pgvector, selected by `CORTEX_DATABASE_URL`. Its `Debug` redacts the
+    /// URL's password.
+    Postgres(PostgresConfig),
 }
 
 /// Everything the engine is built from. `Debug` never shows a key or a database password.
@@ -144,12 +104,16 @@ pub enum Storage {
 pub struct ServerConfig {
     /// The one user every tool call reads and writes as.
     pub user_id: String,
-    /// Default `limit` of recall, list and the keyed reads.
+    /// Default `limit` of recall, list and the keyed reads: `CORTEX_TOP_K`, else the
+    /// tier's.
     pub top_k: usize,
+    /// The cost/quality profile (`CORTEX_TIER`); sets the default top-k and rerank depth.
     pub tier: Tier,
     pub layers: Layers,
     pub storage: Storage,
     pub providers: ProviderConfig,
+    /// The hosted reranker (`CORTEX_RERANK_PROVIDER`), if any.
+    pub reranker: Option<RerankConfig>,
 }
 
 impl ServerConfig {
@@ -173,8 +137,17 @@ impl ServerConfig {
             expected: "use 1-256 bytes of printable text".into(),
         })?;
 
+        let tier = match var("CORTEX_TIER") {
+            None => Tier::default(),
+            Some(text) => text.parse().map_err(|_| ConfigError::Invalid {
+                variable: "CORTEX_TIER",
+                value: text.clone(),
+                expected: "use cheap or flagship".into(),
+            })?,
+        };
+
         let top_k = match var("CORTEX_TOP_K") {
-            None => DEFAULT_TOP_K,
+            None => tier.profile().top_k,
             Some(text) => match text.parse::<usize>() {
                 Ok(k) if (1..=MAX_LIMIT).contains(&k) => k,
                 _ => {
@@ -185,11 +158,6 @@ impl ServerConfig {
                     });
                 }
             },
-        };
-
-        let tier = match var("CORTEX_TIER") {
-            None => Tier::default(),
-            Some(text) => text.parse()?,
         };
 
         let flag = |name: &'static str| -> Result<bool, ConfigError> {
@@ -212,7 +180,7 @@ impl ServerConfig {
                         .into(),
                 ));
             }
-            (None, Some(url)) => Storage::Postgres(DatabaseUrl(url)),
+            (None, Some(_)) => Storage::Postgres(PostgresConfig::from_lookup(|name| var(name))?),
             (Some(path), None) => Storage::Sqlite(expand_home(&path)?),
             (None, None) => Storage::Sqlite(cortex_sqlite::default_path()?),
         };
@@ -240,6 +208,12 @@ impl ServerConfig {
             }
         }
 
+        let reranker = RerankConfig::from_env_map(|name| var(name))?.map(|mut rerank| {
+            // One set of timeout and retry settings for every hosted model call.
+            rerank.http = providers.http.clone();
+            rerank
+        });
+
         Ok(Self {
             user_id,
             top_k,
@@ -247,6 +221,7 @@ impl ServerConfig {
             layers,
             storage,
             providers,
+            reranker,
         })
     }
 }
@@ -283,6 +258,7 @@ fn expand_home(path: &str) -> Result<PathBuf, ConfigError> {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::path::Path;
 
     use super::*;
 
@@ -299,9 +275,10 @@ mod tests {
         let c = config(&[("CORTEX_EMBED_PROVIDER", "fake")]).unwrap();
         assert_eq!(c.user_id, "default");
         assert_eq!(c.top_k, 10);
+        assert!(c.reranker.is_none());
         assert_eq!(c.tier, Tier::Cheap);
         assert_eq!(c.layers, Layers::default());
-        let Storage::Sqlite(path) = c.storage else {
+        let Storage::Sqlite(path) = &c.storage else {
             panic!("SQLite is the default")
         };
         assert!(path.ends_with(".cortex/memory.db"), "{path:?}");
@@ -353,10 +330,15 @@ mod tests {
             let err = config(&[("CORTEX_TOP_K", bad)]).unwrap_err();
             assert!(err.to_string().contains("CORTEX_TOP_K"), "{err}");
         }
+        let flagship = config(&[("CORTEX_TIER", "Flagship")]).unwrap();
+        assert_eq!(flagship.tier, Tier::Flagship);
         assert_eq!(
-            config(&[("CORTEX_TIER", "Flagship")]).unwrap().tier,
-            Tier::Flagship
+            flagship.top_k,
+            Tier::Flagship.profile().top_k,
+            "the tier's depth"
         );
+        let pinned = config(&[("CORTEX_TIER", "flagship"), ("CORTEX_TOP_K", "7")]).unwrap();
+        assert_eq!(pinned.top_k, 7, "CORTEX_TOP_K wins over the tier");
         let err = config(&[("CORTEX_TIER", "premium")]).unwrap_err();
         assert!(err.to_string().contains("cheap or flagship"), "{err}");
         assert_eq!(
@@ -364,6 +346,27 @@ mod tests {
             "alice"
         );
         assert!(config(&[("CORTEX_USER_ID", "a\u{7}b")]).is_err());
+    }
+
+    #[test]
+    fn a_reranker_is_configured_with_its_key_and_the_shared_http_settings() {
+        let c = config(&[
+            ("CORTEX_RERANK_PROVIDER", "cohere"),
+            ("COHERE_API_KEY", "co-secret-key"),
+            ("CORTEX_PROVIDER_TIMEOUT_SECS", "5"),
+        ])
+        .unwrap();
+        let rerank = c.reranker.as_ref().unwrap();
+        assert_eq!(rerank.http.timeout, std::time::Duration::from_secs(5));
+        assert!(!format!("{c:?}").contains("co-secret-key"));
+        let err = config(&[("CORTEX_RERANK_PROVIDER", "voyage")]).unwrap_err();
+        assert!(err.to_string().contains("VOYAGE_API_KEY"), "{err}");
+        assert!(
+            config(&[("CORTEX_RERANK_PROVIDER", "none")])
+                .unwrap()
+                .reranker
+                .is_none()
+        );
     }
 
     #[test]
@@ -375,11 +378,25 @@ mod tests {
     #[test]
     fn storage_selection() {
         let c = config(&[("CORTEX_DB_PATH", "/tmp/x.db")]).unwrap();
-        assert_eq!(c.storage, Storage::Sqlite("/tmp/x.db".into()));
-        let c = config(&[("CORTEX_DATABASE_URL", "postgres://u:hunter2@db/cortex")]).unwrap();
-        assert!(matches!(c.storage, Storage::Postgres(_)));
+        assert!(matches!(&c.storage, Storage::Sqlite(p) if p.as_path() == Path::new("/tmp/x.db")));
+        let c = config(&[
+            ("CORTEX_DATABASE_URL", "postgres://u:hunter2@db/cortex"),
+            ("CORTEX_DATABASE_POOL_SIZE", "3"),
+            ("CORTEX_PG_DENSE_MODE", "exact"),
+        ])
+        .unwrap();
+        let Storage::Postgres(pg) = &c.storage else {
+            panic!("a database URL selects Postgres")
+        };
+        assert_eq!(pg.pool_size, 3);
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
+        let err = config(&[
+            ("CORTEX_DATABASE_URL", "postgres://db/cortex"),
+            ("CORTEX_PG_DENSE_MODE", "fuzzy"),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("CORTEX_PG_DENSE_MODE"), "{err}");
         let err = config(&[
             ("CORTEX_DB_PATH", "/tmp/x.db"),
             ("CORTEX_DATABASE_URL", "postgres://db/cortex"),
@@ -388,7 +405,7 @@ mod tests {
         assert!(err.to_string().contains("not both"), "{err}");
         if let Some(home) = std::env::home_dir() {
             let c = config(&[("CORTEX_DB_PATH", "~/work.db")]).unwrap();
-            assert_eq!(c.storage, Storage::Sqlite(home.join("work.db")));
+            assert!(matches!(&c.storage, Storage::Sqlite(p) if *p == home.join("work.db")));
         }
     }
 

@@ -11,6 +11,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use cortex_core::{CortexMemory, EngineConfig, MemoryStore, ProviderError, StoreError};
+use cortex_postgres::PostgresStore;
+use cortex_providers::HttpReranker;
 use cortex_sqlite::SqliteStore;
 use tokio::sync::OnceCell;
 
@@ -52,14 +54,19 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     // must not leave a database file behind when it does.
     let embedder = config.providers.build_embedder()?;
     let generator = config.providers.build_llm()?;
+    let reranker = config.reranker.clone().map(HttpReranker::new).transpose()?;
     let store = open_store(&config.storage).await?;
     let engine_config = EngineConfig {
         layers: config.layers,
         ..EngineConfig::default()
-    };
+    }
+    .with_tier(config.tier);
     let mut memory = CortexMemory::with_config(store, embedder, engine_config);
     if let Some(generator) = generator {
         memory = memory.with_llm(generator);
+    }
+    if let Some(reranker) = reranker {
+        memory = memory.with_reranker(Arc::new(reranker));
     }
     tracing::info!(
         user = %config.user_id,
@@ -69,6 +76,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         dedup = config.layers.dedup,
         soft_update = config.layers.soft_update,
         embedder = %config.providers.embedding_signature(),
+        reranker = config.reranker.as_ref().map(|r| r.model.as_str()),
         "engine ready"
     );
     Ok(Engine {
@@ -89,11 +97,16 @@ async fn open_store(storage: &Storage) -> Result<Arc<dyn MemoryStore>, EngineErr
             tracing::info!(path = %store.path().display(), "using SQLite");
             Ok(Arc::new(store))
         }
-        Storage::Postgres(_) => Err(EngineError::Unsupported(
-            "CORTEX_DATABASE_URL is set, but this build of cortex-mcp cannot use Postgres \
-             yet; unset it to use SQLite (CORTEX_DB_PATH)"
-                .into(),
-        )),
+        Storage::Postgres(pg) => {
+            let store = PostgresStore::connect(pg.clone()).await?;
+            tracing::info!(
+                schema = pg.schema_name(),
+                dense_mode = pg.dense_mode.as_str(),
+                pushdown = pg.pushdown,
+                "using PostgreSQL"
+            );
+            Ok(Arc::new(store))
+        }
     }
 }
 

@@ -20,7 +20,7 @@ pub mod server;
 pub mod tools;
 
 pub use auth::{BearerToken, TokenError};
-pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, Tier};
+pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage};
 pub use engine::{Engine, EngineError, LazyEngine, build_engine, build_engine_from_env};
 pub use error::{Tool, ToolError};
 pub use http::{AllowedHosts, HttpError, MCP_PATH};

@@ -2,6 +2,9 @@
 //! SQLite file and the deterministic fake embedder. Errors included: each must come back as
 //! a tool result with `isError: true` and a message that says what to do.
 
+// Test helpers outside #[test] fns panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,164 @@
+//! The `cortex-mcp` binary itself: its command line, its refusal to serve HTTP without a
+//! usable token, and a clean stdout on stdio (nothing but MCP messages).
+
+// Test helpers outside #[test] fns panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
+
+/// The binary with a clean environment, so a developer's own CORTEX_* settings cannot
+/// change what these tests see.
+fn cortex_mcp(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(BINARY);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    cortex_mcp(args, env).output().expect("run cortex-mcp")
+}
+
+#[test]
+fn version_and_help() {
+    let out = run(&["--version"], &[]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.trim(),
+        format!("cortex-mcp {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    let out = run(&["--help"], &[]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--http"), "{help}");
+    assert!(help.contains("CORTEX_HTTP_TOKEN"), "{help}");
+    assert!(help.contains("docs/CONFIGURATION.md"), "{help}");
+}
+
+#[test]
+fn http_mode_refuses_to_start_without_a_usable_token() {
+    let out = run(&["--http", "127.0.0.1:0"], &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("CORTEX_HTTP_TOKEN is not set"), "{stderr}");
+
+    let out = run(&["--http", "0.0.0.0:0"], &[("CORTEX_HTTP_TOKEN", "short")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("too short"), "{stderr}");
+    assert!(
+        !stderr.contains("short\""),
+        "the token is not echoed: {stderr}"
+    );
+}
+
+#[test]
+fn a_bad_bind_address_is_reported() {
+    let out = run(
+        &["--http", "not an address"],
+        &[("CORTEX_HTTP_TOKEN", "0123456789abcdef")],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot listen on not an address"),
+        "{stderr}"
+    );
+}
+
+/// On stdio, stdout carries only JSON-RPC: logs (here at debug level, with a warning about
+/// a bad setting) all go to stderr.
+#[test]
+fn stdio_stdout_carries_only_mcp_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("stdio.db");
+    let mut child = cortex_mcp(
+        &[],
+        &[
+            ("CORTEX_DB_PATH", db.to_str().unwrap()),
+            ("CORTEX_EMBED_PROVIDER", "fake"),
+            ("CORTEX_TOP_K", "zero"),
+            ("RUST_LOG", "debug"),
+        ],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+
+    let mut stdin = child.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"}
+        }}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "list_memories", "arguments": {}
+        }}),
+    ];
+    for message in &messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Requests are served concurrently: match replies by id, not by order.
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 3 {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a reply on stdout");
+        let value: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
+        assert_eq!(value["jsonrpc"], "2.0", "{line}");
+        if let Some(id) = value["id"].as_u64() {
+            replies.insert(id, value);
+        }
+    }
+    let tools = replies[&2]["result"]["tools"].as_array();
+    assert_eq!(tools.map(Vec::len), Some(6), "{:?}", replies[&2]);
+    // The bad CORTEX_TOP_K makes the call a tool error naming it, not a crash.
+    let call = &replies[&3]["result"];
+    assert_eq!(call["isError"], true, "{call}");
+    let message = call["content"][0]["text"].as_str().unwrap();
+    assert!(message.contains("CORTEX_TOP_K=\"zero\""), "{message}");
+    assert!(!db.exists(), "a failed build leaves no database behind");
+
+    // Closing stdin ends the session and the process, cleanly.
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CORTEX_TOP_K"),
+        "the startup check warns: {stderr}"
+    );
+}
