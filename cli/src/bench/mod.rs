@@ -1,0 +1,218 @@
+//! `cortex bench`: the LongMemEval harness. Each question's haystack goes into a fresh
+//! store through the engine, each retriever ranks it for the question, and the rankings
+//! are scored at session level as the official evaluation scores them; optionally the
+//! Chain-of-Note reader answers and an LLM judge grades.
+
+pub mod backend;
+pub mod dataset;
+pub mod ingest;
+pub mod metrics;
+pub mod providers;
+pub mod qa;
+pub mod report;
+pub mod retrieve;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use cortex_core::reader::chain_of_note::ReaderMemory;
+use cortex_core::{CortexMemory, EngineConfig, LLMProvider, ProviderUsage, TokenUsage};
+
+use crate::error::BenchError;
+use backend::Backend;
+use dataset::Question;
+use ingest::{Corpus, CorpusOptions, build_corpus, ingest, warm};
+use metrics::{KS, distinct_sessions, evaluate_sessions};
+use qa::{QaSettings, answer_and_judge};
+use report::{MetricMap, QuestionResult, QuestionRetrieval};
+use retrieve::{Ranker, Retriever, positions};
+
+/// Sessions listed per question in the report, and the largest k scored.
+const TOP_SESSIONS: usize = 10;
+
+/// What a run does with each question.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub corpus: CorpusOptions,
+    /// Memories each retriever returns per question.
+    pub depth: usize,
+    /// In order; the first one feeds the QA reader.
+    pub retrievers: Vec<Retriever>,
+    pub engine: EngineConfig,
+}
+
+/// The models a run calls.
+#[derive(Debug, Clone)]
+pub struct RunModels {
+    pub embedder: Arc<dyn LLMProvider>,
+    /// Embed each question's memories in batches first (only useful through a cache).
+    pub warm: bool,
+    pub qa: Option<QaSettings>,
+}
+
+/// Provider calls and tokens by provider name. Calls answered by the cache count as
+/// calls that spent no tokens.
+pub type Usage = BTreeMap<String, ProviderUsage>;
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub results: Vec<QuestionResult>,
+    pub usage: Usage,
+}
+
+/// Runs every question on `backend`; `done` is told after each one.
+pub async fn run(
+    questions: &[Question],
+    options: &RunOptions,
+    models: &RunModels,
+    backend: &Backend,
+    done: &mut dyn FnMut(&Question),
+) -> Result<RunOutput, BenchError> {
+    if options.retrievers.is_empty() {
+        return Err(BenchError::option(
+            "--retriever",
+            "name at least one retriever",
+        ));
+    }
+    let mut output = RunOutput {
+        results: Vec::with_capacity(questions.len()),
+        usage: Usage::new(),
+    };
+    for (index, question) in questions.iter().enumerate() {
+        let result =
+            run_question(index, question, options, models, backend, &mut output.usage).await?;
+        output.results.push(result);
+        done(question);
+    }
+    Ok(output)
+}
+
+async fn run_question(
+    index: usize,
+    question: &Question,
+    options: &RunOptions,
+    models: &RunModels,
+    backend: &Backend,
+    usage: &mut Usage,
+) -> Result<QuestionResult, BenchError> {
+    let corpus = build_corpus(question, &options.corpus);
+    let mut result = QuestionResult {
+        question_id: question.question_id.clone(),
+        question_type: question.question_type.clone(),
+        abstention: question.is_abstention(),
+        sessions: question.haystack_sessions.len(),
+        memories: corpus.units.len(),
+        gold: corpus.gold.iter().cloned().collect(),
+        retrieval: BTreeMap::new(),
+        qa: None,
+    };
+    // Abstention questions are not scored for retrieval; only QA needs their haystack.
+    if result.abstention && models.qa.is_none() {
+        return Ok(result);
+    }
+
+    let slot = backend.question(index)?;
+    let engine = CortexMemory::with_config(
+        slot.store.clone(),
+        models.embedder.clone(),
+        options.engine.clone(),
+    );
+    if models.warm {
+        let (calls, spent) = warm(&models.embedder, &corpus).await?;
+        record(usage, models.embedder.name(), calls, 0, spent);
+    }
+    let ids = ingest(&engine, &slot.user, &question.question_id, &corpus).await?;
+    let by_id: HashMap<_, _> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let keys = corpus.keys();
+    let mut ranker = Ranker::new(
+        &engine,
+        &slot.store,
+        &models.embedder,
+        &slot.user,
+        &question.question_id,
+    );
+    let mut reader_ranking = None;
+    for (n, &retriever) in options.retrievers.iter().enumerate() {
+        let needed_for_qa = n == 0 && models.qa.is_some();
+        if result.abstention && !needed_for_qa {
+            continue;
+        }
+        let ranked = ranker
+            .rank(retriever, &question.question, options.depth)
+            .await?;
+        let ranking = positions(&ranked, &by_id);
+        if !result.abstention {
+            result
+                .retrieval
+                .insert(retriever, score(&ranking, &keys, &corpus));
+        }
+        if needed_for_qa {
+            reader_ranking = Some(ranking);
+        }
+    }
+    if let (Some(settings), Some(ranking)) = (&models.qa, reader_ranking) {
+        let memories: Vec<ReaderMemory<'_>> = ranking
+            .iter()
+            .map(|&i| {
+                let unit = &corpus.units[i];
+                ReaderMemory {
+                    date: question
+                        .session_date(unit.session)
+                        .unwrap_or("unknown date"),
+                    content: &unit.content,
+                }
+            })
+            .collect();
+        let (outcome, [read, judged]) = answer_and_judge(settings, question, &memories).await?;
+        record(usage, settings.reader.name(), 0, 1, read);
+        record(usage, settings.judge.name(), 0, 1, judged);
+        result.qa = Some(outcome);
+    }
+    record(
+        usage,
+        models.embedder.name(),
+        ranker.query_embeds,
+        0,
+        ranker.query_tokens,
+    );
+    drop(ranker);
+    for (name, spent) in engine.usage() {
+        let total = usage.entry(name).or_default();
+        total.embed_calls += spent.embed_calls;
+        total.generate_calls += spent.generate_calls;
+        total.rerank_calls += spent.rerank_calls;
+        total.failed_calls += spent.failed_calls;
+        total.input_tokens += spent.input_tokens;
+        total.output_tokens += spent.output_tokens;
+    }
+    drop(engine);
+    slot.finish();
+    Ok(result)
+}
+
+/// One ranking's session-level metrics at every k.
+fn score(ranking: &[usize], keys: &[&str], corpus: &Corpus) -> QuestionRetrieval {
+    let at: Vec<_> = KS
+        .iter()
+        .map(|&k| (k, evaluate_sessions(ranking, keys, &corpus.gold, k)))
+        .collect();
+    let top = distinct_sessions(ranking, keys, TOP_SESSIONS);
+    let available = keys.iter().collect::<HashSet<_>>().len();
+    QuestionRetrieval {
+        top_sessions: top.iter().map(|s| (*s).to_owned()).collect(),
+        metrics: MetricMap::from_scores(&at),
+        depth_short: top.len() < TOP_SESSIONS.min(available) && ranking.len() < keys.len(),
+    }
+}
+
+fn record(usage: &mut Usage, provider: &str, embeds: u64, generates: u64, tokens: TokenUsage) {
+    if embeds == 0 && generates == 0 {
+        return;
+    }
+    let total = usage.entry(provider.to_owned()).or_default();
+    total.embed_calls += embeds;
+    total.generate_calls += generates;
+    total.input_tokens += tokens.input_tokens;
+    total.output_tokens += tokens.output_tokens;
+}

@@ -1,0 +1,209 @@
+//! Runs a parsed command: turns `cortex bench` arguments into a run, shows progress on
+//! stderr, and writes the report.
+
+use std::path::Path;
+use std::time::Instant;
+
+use cortex_core::{EngineConfig, Tier};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::bench::backend::Backend;
+use crate::bench::ingest::{CorpusOptions, Granularity};
+use crate::bench::providers::{QaModelChoice, RunProviders, default_cache_path};
+use crate::bench::qa::QaSettings;
+use crate::bench::report::{BenchReport, QaSetup, REPORT_FORMAT, RunConfig, markdown, summarize};
+use crate::bench::retrieve::Retriever;
+use crate::bench::{RunModels, RunOptions, dataset, metrics, run};
+use crate::cli::{BenchArgs, Cli, Command};
+use crate::error::BenchError;
+
+/// Fewest memories a retriever must return for the metrics' largest k.
+const MIN_DEPTH: usize = 10;
+
+pub async fn execute(cli: Cli) -> Result<(), BenchError> {
+    match cli.command {
+        Command::Bench(args) => {
+            let report = bench(&args, &|name| std::env::var(name).ok()).await?;
+            if !args.quiet {
+                print!("{}", markdown(&report));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The retrieval depth: `--top-k`, else the tier's, deeper at turn granularity where
+/// several memories share a session.
+pub fn depth(args: &BenchArgs) -> Result<usize, BenchError> {
+    let base = args.tier.profile().top_k.max(MIN_DEPTH);
+    let depth = args.top_k.unwrap_or(match args.granularity {
+        Granularity::Turn => base * 5,
+        Granularity::Session => base,
+    });
+    if !(MIN_DEPTH..=cortex_core::MAX_LIMIT).contains(&depth) {
+        return Err(BenchError::option(
+            "--top-k",
+            format!(
+                "must be between {MIN_DEPTH} (the largest k scored) and {}; got {depth}",
+                cortex_core::MAX_LIMIT
+            ),
+        ));
+    }
+    Ok(depth)
+}
+
+/// Runs `cortex bench` with `env` as the environment and writes `--out` and `--markdown`.
+pub async fn bench(
+    args: &BenchArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BenchReport, BenchError> {
+    let started = Instant::now();
+    let depth = depth(args)?;
+    if args.limit == Some(0) {
+        return Err(BenchError::option("--limit", "must be at least 1"));
+    }
+    let tier: Tier = args.tier;
+    let profile = tier.profile();
+    let mut questions = dataset::load(&args.data)?;
+    if let Some(limit) = args.limit {
+        questions.truncate(limit);
+    }
+    let cache = match (&args.cache, args.no_cache) {
+        (_, true) => None,
+        (Some(path), false) => Some(path.clone()),
+        (None, false) => Some(default_cache_path()),
+    };
+    let choice = args.qa.then(|| QaModelChoice {
+        reader_model: args.reader_model.clone(),
+        judge_model: args.judge_model.clone(),
+    });
+    let providers = RunProviders::from_env(env, cache.as_deref(), tier, choice.as_ref())?;
+    let reader_k = args.reader_k.unwrap_or(profile.top_k).max(1);
+    let reader_max_tokens = args
+        .reader_max_tokens
+        .unwrap_or(profile.reader_max_output_tokens);
+    let qa = providers.qa.as_ref().map(|m| QaSettings {
+        reader: m.reader.clone(),
+        judge: m.judge.clone(),
+        reader_model: m.reader_model.clone(),
+        judge_model: m.judge_model.clone(),
+        reader_k,
+        reader_max_tokens,
+        judge_max_tokens: args.judge_max_tokens,
+    });
+    let qa_setup = qa.as_ref().map(|s| QaSetup {
+        retriever: args.retriever.first().copied().unwrap_or(Retriever::Hybrid),
+        reader_model: s.reader_model.clone(),
+        judge_model: s.judge_model.clone(),
+        reader_k: s.reader_k,
+        reader_max_tokens: s.reader_max_tokens,
+    });
+    let engine = EngineConfig::default().with_tier(tier);
+    let options = RunOptions {
+        corpus: CorpusOptions {
+            granularity: args.granularity,
+            roles: args.roles,
+            labels: args.labels,
+            max_bytes: engine.max_content_bytes,
+        },
+        depth,
+        retrievers: dedup(&args.retriever),
+        engine,
+    };
+    let signature = providers.embedder.embedding_signature();
+    let models = RunModels {
+        embedder: providers.embedder.clone(),
+        warm: providers.cached,
+        qa,
+    };
+    let backend = Backend::open(args.backend).await?;
+    tracing::info!(
+        questions = questions.len(),
+        embedder = %signature,
+        backend = ?args.backend,
+        depth,
+        "running LongMemEval"
+    );
+
+    let bar = progress_bar(questions.len() as u64);
+    let results = run(&questions, &options, &models, &backend, &mut |q| {
+        bar.set_message(q.question_id.clone());
+        bar.inc(1);
+    })
+    .await;
+    bar.finish_and_clear();
+    let output = results?;
+
+    let config = RunConfig {
+        dataset: args.data.display().to_string(),
+        granularity: args.granularity,
+        roles: args.roles,
+        labels: args.labels,
+        backend: args.backend,
+        depth,
+        ks: metrics::KS.to_vec(),
+        retrievers: options.retrievers.clone(),
+        embedding_model: signature.model,
+        embedding_dimension: signature.dimension,
+        tier: tier.as_str().to_owned(),
+        limit: args.limit,
+    };
+    let (counts, retrieval, qa_summary) = summarize(&config, &output.results, qa_setup.as_ref());
+    let report = BenchReport {
+        format: REPORT_FORMAT,
+        created_at: chrono::Utc::now().to_rfc3339(),
+        config,
+        counts,
+        retrieval,
+        qa: qa_summary,
+        usage: output.usage,
+        cache: providers.cache_stats(),
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+        questions: output.results,
+    };
+    if let Some(stats) = &report.cache {
+        tracing::info!(hits = stats.hits, misses = stats.misses, "provider cache");
+    }
+    if let Some(path) = &args.out {
+        write(path, &serde_json::to_string_pretty(&report)?)?;
+    }
+    if let Some(path) = &args.markdown {
+        write(path, &markdown(&report))?;
+    }
+    Ok(report)
+}
+
+/// The retrievers in the order given, each once.
+fn dedup(retrievers: &[Retriever]) -> Vec<Retriever> {
+    let mut out = Vec::new();
+    for r in retrievers {
+        if !out.contains(r) {
+            out.push(*r);
+        }
+    }
+    out
+}
+
+/// A bar on stderr; indicatif draws nothing when stderr is not a terminal.
+fn progress_bar(len: u64) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} questions, eta {eta} {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn write(path: &Path, text: &str) -> Result<(), BenchError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| BenchError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    std::fs::write(path, text).map_err(|source| BenchError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}

@@ -1,0 +1,328 @@
+//! `cortex bench` end to end: the built binary over the project's LongMemEval-format
+//! fixture, with the offline fake embedder (and the local model when it is on disk).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const METRICS: [&str; 12] = [
+    "recall_any@1",
+    "recall_all@1",
+    "ndcg_any@1",
+    "recall_any@3",
+    "recall_all@3",
+    "ndcg_any@3",
+    "recall_any@5",
+    "recall_all@5",
+    "ndcg_any@5",
+    "recall_any@10",
+    "recall_all@10",
+    "ndcg_any@10",
+];
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/longmemeval_mini.json")
+}
+
+/// The binary with a clean environment: only the variables a test sets reach it.
+fn cortex(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cortex"));
+    cmd.env_clear().current_dir(dir).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+const FAKE: &[(&str, &str)] = &[("CORTEX_EMBED_PROVIDER", "fake")];
+
+fn assert_metrics_in_range(metrics: &Value, context: &str) {
+    for name in METRICS {
+        let v = metrics[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{context}: {name} missing in {metrics}"));
+        assert!((0.0..=1.0).contains(&v), "{context}: {name} = {v}");
+    }
+}
+
+/// Runs the three retrievers on `backend` at `granularity` and checks the report.
+fn run_and_check(backend: &str, granularity: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out/results.json");
+    let md = dir.path().join("results.md");
+    let output = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--data",
+            fixture().to_str().unwrap(),
+            "--backend",
+            backend,
+            "--granularity",
+            granularity,
+            "--retriever",
+            "hybrid,dense,bm25",
+            "--out",
+            out.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{backend}/{granularity}: {stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let context = format!("{backend}/{granularity}");
+
+    assert_eq!(report["format"], "cortex-bench-longmemeval/1");
+    assert_eq!(report["config"]["backend"], backend);
+    assert_eq!(report["config"]["granularity"], granularity);
+    assert_eq!(report["config"]["ks"], serde_json::json!([1, 3, 5, 10]));
+    let counts = &report["counts"];
+    assert_eq!(counts["questions"], 11, "{context}");
+    assert_eq!(counts["evaluated"], 10, "{context}");
+    assert_eq!(counts["skipped_abstention"], 1, "{context}");
+    // The single-session-assistant question's evidence is an assistant turn: with user
+    // turns indexed and official labels it has no gold session, as in LongMemEval.
+    assert_eq!(counts["without_gold"], 1, "{context}");
+
+    for retriever in ["hybrid", "dense", "bm25"] {
+        let summary = &report["retrieval"][retriever];
+        let depth = summary["depth"].as_u64().unwrap();
+        assert!(depth >= 10, "{context}: depth {depth}");
+        assert_eq!(summary["overall"]["questions"], 10, "{context}/{retriever}");
+        assert_metrics_in_range(&summary["overall"]["metrics"], &context);
+        let by_type = summary["by_type"].as_object().unwrap();
+        assert_eq!(by_type.len(), 6, "{context}: {by_type:?}");
+        let typed: u64 = by_type
+            .values()
+            .map(|t| t["questions"].as_u64().unwrap())
+            .sum();
+        assert_eq!(typed, 10, "the abstention question is not in any type");
+        for t in by_type.values() {
+            assert_metrics_in_range(&t["metrics"], &context);
+        }
+    }
+
+    let questions = report["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 11);
+    for q in questions {
+        let retrieval = q["retrieval"].as_object().unwrap();
+        if q["question_id"].as_str().unwrap().ends_with("_abs") {
+            assert_eq!(q["abstention"], true);
+            assert!(
+                retrieval.is_empty(),
+                "abstention questions are not retrieved for"
+            );
+            continue;
+        }
+        assert_eq!(retrieval.len(), 3, "{context}: {q}");
+        for r in retrieval.values() {
+            assert_metrics_in_range(&r["metrics"], &context);
+            let top = r["top_sessions"].as_array().unwrap();
+            assert!(!top.is_empty() && top.len() <= 10);
+        }
+        assert!(q["memories"].as_u64().unwrap() > 0);
+    }
+
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        markdown.contains("| retriever | n | recall_any@1 |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| bm25 | 10 |"), "{markdown}");
+    assert!(markdown.contains("By question type (dense)"), "{markdown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("| hybrid | 10 |"),
+        "markdown goes to stdout: {stdout}"
+    );
+    report
+}
+
+#[test]
+fn memory_backend_turn_granularity() {
+    let report = run_and_check("memory", "turn");
+    // Turn granularity ranks several memories per session, so it retrieves deeper.
+    assert_eq!(report["config"]["depth"], 50);
+    let cache = &report["cache"];
+    assert!(cache["misses"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn memory_backend_session_granularity() {
+    let report = run_and_check("memory", "session");
+    assert_eq!(report["config"]["depth"], 10);
+    // One memory per (short) session.
+    let q = &report["questions"][0];
+    assert_eq!(q["memories"], q["sessions"]);
+}
+
+#[test]
+fn sqlite_backend_turn_granularity() {
+    run_and_check("sqlite", "turn");
+}
+
+#[test]
+fn sqlite_backend_session_granularity() {
+    run_and_check("sqlite", "session");
+}
+
+#[test]
+fn reruns_are_answered_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &str| {
+        vec![
+            "bench".to_owned(),
+            "--data".into(),
+            fixture().to_str().unwrap().into(),
+            "--limit".into(),
+            "3".into(),
+            "--out".into(),
+            out.into(),
+            "--quiet".into(),
+        ]
+    };
+    let first = args("first.json");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    assert!(cortex(dir.path(), FAKE, &first).status.success());
+    let second = args("second.json");
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    let output = cortex(dir.path(), FAKE, &second);
+    assert!(output.status.success());
+    assert!(output.stdout.is_empty(), "--quiet prints no markdown");
+    // The default cache file sits under the working directory.
+    assert!(dir.path().join(".cache/bench-cache.db").exists());
+    let read = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(name)).unwrap()).unwrap()
+    };
+    let (a, b) = (read("first.json"), read("second.json"));
+    assert_eq!(b["counts"]["questions"], 3);
+    assert_eq!(b["cache"]["misses"], 0, "{}", b["cache"]);
+    assert_eq!(a["retrieval"], b["retrieval"], "same inputs, same scores");
+}
+
+#[test]
+fn qa_without_a_generation_model_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--data",
+            fixture().to_str().unwrap(),
+            "--qa",
+            "--no-cache",
+        ],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--qa needs a generation model") && stderr.contains("CORTEX_LLM_PROVIDER"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = fixture();
+    let data = data.to_str().unwrap();
+    let shallow = cortex(dir.path(), FAKE, &["bench", "--data", data, "--top-k", "5"]);
+    assert!(!shallow.status.success());
+    assert!(String::from_utf8_lossy(&shallow.stderr).contains("--top-k"));
+
+    let missing = cortex(dir.path(), FAKE, &["bench", "--data", "nope.json"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.json"));
+
+    let unknown = cortex(
+        dir.path(),
+        FAKE,
+        &["bench", "--data", data, "--retriever", "splade"],
+    );
+    assert!(!unknown.status.success());
+
+    let postgres = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--data",
+            data,
+            "--backend",
+            "postgres",
+            "--no-cache",
+        ],
+    );
+    assert!(!postgres.status.success());
+    let stderr = String::from_utf8_lossy(&postgres.stderr);
+    assert!(
+        stderr.contains("CORTEX_DATABASE_URL") || stderr.contains("postgres"),
+        "{stderr}"
+    );
+}
+
+/// The local all-MiniLM-L6-v2 model, when fetched (scripts/fetch-test-model.sh).
+fn local_model() -> Option<PathBuf> {
+    let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/models/all-MiniLM-L6-v2")
+        });
+    dir.join("model.safetensors").exists().then_some(dir)
+}
+
+#[test]
+fn local_model_ranks_the_fixture() {
+    let Some(model) = local_model() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
+        );
+        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = model.to_str().unwrap();
+    let output = cortex(
+        dir.path(),
+        &[
+            ("CORTEX_EMBED_PROVIDER", "local"),
+            ("CORTEX_EMBED_MODEL_PATH", model),
+        ],
+        &[
+            "bench",
+            "--data",
+            fixture().to_str().unwrap(),
+            "--granularity",
+            "session",
+            "--retriever",
+            "hybrid,dense,bm25",
+            "--no-cache",
+            "--out",
+            "local.json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("local.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["config"]["embedding_dimension"], 384);
+    for retriever in ["hybrid", "dense", "bm25"] {
+        let metrics = &report["retrieval"][retriever]["overall"]["metrics"];
+        assert_metrics_in_range(metrics, retriever);
+    }
+    // A semantic model puts the gold session first for most of the answerable questions
+    // (nine have gold; the tenth is the assistant-evidence question).
+    let dense = report["retrieval"]["dense"]["overall"]["metrics"]["recall_any@5"]
+        .as_f64()
+        .unwrap();
+    assert!(dense >= 0.8, "dense recall_any@5 = {dense}");
+}
