@@ -1,0 +1,242 @@
+//! `cortex-perf`: recall and memorize on the SQLite path, measured side by side with the
+//! machine's memory-bandwidth floor, the seed's rebuild-per-recall, and sqlite-vec.
+//!
+//! ```text
+//! cargo run --release -p cortex-bench --bin cortex-perf -- [--quick] [--json FILE]
+//! ```
+//! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
+//! small sizes (CI runs it to keep it working, and asserts nothing about time).
+
+mod corpus;
+mod peer;
+mod stats;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cortex_core::tokenizer::query_terms;
+use cortex_core::{
+    CortexMemory, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, hybrid_retrieve,
+};
+use cortex_providers::FakeProvider;
+use cortex_providers::fake::FAKE_MODEL;
+use cortex_sqlite::SqliteStore;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use serde_json::{Value, json};
+
+use stats::{Samples, rss_bytes};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const USER: &str = "bench";
+
+struct Options {
+    quick: bool,
+    json: Option<String>,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    Options {
+        quick: args.iter().any(|a| a == "--quick"),
+        json: args
+            .iter()
+            .position(|a| a == "--json")
+            .and_then(|i| args.get(i + 1).cloned()),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), BoxError> {
+    let opts = options();
+    let (sizes, dims, queries) = if opts.quick {
+        (vec![1_000, 5_000], vec![384], 20)
+    } else {
+        (vec![1_000, 10_000, 100_000], vec![384, 768], 200)
+    };
+    let mut report = Vec::new();
+    println!(
+        "| N | d | floor ms | recall p50 | p95 | ratio to floor | embed | dense | bm25 | fusion | rebuild/recall p50 | speedup | dense-only p50 | sqlite-vec p50 | vs sqlite-vec | bytes/memory |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for &d in &dims {
+        for &n in &sizes {
+            let row = measure(n, d, queries).await?;
+            print_row(&row);
+            report.push(row);
+        }
+    }
+    let write = measure_memorize(if opts.quick { 300 } else { 5_000 }).await?;
+    println!(
+        "\nmemorize, durable (WAL, synchronous=NORMAL), Fake embedder, d=384: {:.0} memories/s ({} in {:.2} s)",
+        write["per_second"].as_f64().unwrap_or(0.0),
+        write["count"],
+        write["seconds"].as_f64().unwrap_or(0.0)
+    );
+    let out = json!({ "sqlite_path": report, "memorize": write, "quick": opts.quick });
+    if let Some(path) = opts.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+fn print_row(r: &Value) {
+    let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.2} | {:.3} | {:.1} | {:.0}x | {:.2} | {:.2} | {:.1}x | {:.0} |",
+        r["n"],
+        r["d"],
+        f("floor_ms"),
+        f("recall_p50_ms"),
+        f("recall_p95_ms"),
+        f("recall_p50_ms") / f("floor_ms"),
+        f("embed_p50_ms"),
+        f("dense_p50_ms"),
+        f("bm25_p50_ms"),
+        f("fusion_p50_ms"),
+        f("rebuild_p50_ms"),
+        f("rebuild_p50_ms") / f("recall_p50_ms"),
+        f("dense_only_p50_ms"),
+        f("sqlite_vec_p50_ms"),
+        f("sqlite_vec_p50_ms") / f("dense_only_p50_ms"),
+        f("bytes_per_memory"),
+    );
+}
+
+/// The floor: one streaming pass summing `n * d` f32 values (best of several passes).
+fn floor_ms(n: usize, d: usize) -> f64 {
+    let data = vec![1.0f32; n * d];
+    let mut samples = Samples::default();
+    let mut sink = 0.0f32;
+    for _ in 0..7 {
+        sink += samples.time(|| {
+            let mut acc = [0.0f32; 16];
+            for chunk in data.chunks_exact(16) {
+                for i in 0..16 {
+                    acc[i] += chunk[i];
+                }
+            }
+            acc.iter().sum::<f32>()
+        });
+    }
+    std::hint::black_box(sink);
+    samples.min_ms()
+}
+
+async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> {
+    eprintln!("N = {n}, d = {d}: generating and loading");
+    let corpus = corpus::generate(n, d, 42);
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("bench.db");
+    let signature = EmbeddingSignature::new(FAKE_MODEL, d);
+    {
+        let store = SqliteStore::open(&path)?;
+        for (i, text) in corpus.texts.iter().enumerate() {
+            let m = NewMemory::new(USER, text, MemoryKind::Note, &[], 1 << 20)?;
+            store.add(&m, corpus.vector(i), &signature).await?;
+        }
+    }
+    let mut rng = SmallRng::seed_from_u64(7);
+    let query_texts: Vec<String> = (0..queries).map(|_| corpus::text(&mut rng)).collect();
+    let fake = Arc::new(FakeProvider::new(d));
+
+    // Cold: open the file and answer the first recall.
+    let started = Instant::now();
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&path)?);
+    let engine = CortexMemory::new(store.clone(), fake.clone());
+    let rss_before = rss_bytes();
+    engine.recall(USER, &query_texts[0], 10).await?;
+    let cold_ms = started.elapsed().as_secs_f64() * 1e3;
+    let rss_after = rss_bytes();
+
+    // Warm recall through the engine (index cached).
+    let mut recall = Samples::default();
+    for q in &query_texts {
+        let started = Instant::now();
+        let hits = engine.recall(USER, q, 10).await?;
+        recall.push(started.elapsed());
+        std::hint::black_box(hits);
+    }
+
+    // The same work split into its parts, on an index built the same way.
+    let built = store.build_index(USER, d).await?;
+    let index = &built.index;
+    let (mut embed, mut dense, mut bm25, mut hybrid) = (
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+    );
+    for q in &query_texts {
+        let v = embed.time(|| fake.vector(q));
+        let terms = query_terms(q);
+        std::hint::black_box(dense.time(|| index.dense_search(&v, 40)));
+        std::hint::black_box(bm25.time(|| index.lexical_search(&terms, 40)));
+        std::hint::black_box(hybrid.time(|| hybrid_retrieve(index, &v, &terms, 10)));
+    }
+    let fusion_p50 = (hybrid.p50() - dense.p50() - bm25.p50()).max(0.0);
+
+    // The seed's way: rebuild the user's index from the rows on every recall.
+    let mut rebuild = Samples::default();
+    for q in query_texts.iter().take(if n >= 100_000 { 5 } else { 20 }) {
+        let v = fake.vector(q);
+        let terms = query_terms(q);
+        let started = Instant::now();
+        let fresh = store.build_index(USER, d).await?;
+        std::hint::black_box(hybrid_retrieve(&fresh.index, &v, &terms, 10));
+        rebuild.push(started.elapsed());
+    }
+
+    // Dense-only against sqlite-vec, same vectors, same queries, k = 10.
+    let qvecs: Vec<Vec<f32>> = (0..queries.min(50))
+        .map(|i| corpus.vector((i * 7919) % n).to_vec())
+        .collect();
+    let mut dense_only = Samples::default();
+    let mut ours = Vec::new();
+    for q in &qvecs {
+        let hits = dense_only.time(|| index.dense_search(q, 10));
+        ours.push(
+            hits.iter()
+                .map(|h| index.memory(h.row).seq - 1)
+                .collect::<Vec<i64>>(),
+        );
+    }
+    let (peer, theirs) = peer::knn_latency(&corpus, &qvecs, 10)?;
+    let agree = ours
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| a.iter().filter(|x| b.contains(x)).count())
+        .sum::<usize>() as f64
+        / (10 * qvecs.len()) as f64;
+
+    let floor = floor_ms(n, d);
+    Ok(json!({
+        "n": n, "d": d,
+        "floor_ms": floor,
+        "cold_open_and_first_recall_ms": cold_ms,
+        "recall_p50_ms": recall.p50(), "recall_p95_ms": recall.p95(),
+        "embed_p50_ms": embed.p50(), "dense_p50_ms": dense.p50(), "bm25_p50_ms": bm25.p50(),
+        "fusion_p50_ms": fusion_p50, "hybrid_p50_ms": hybrid.p50(),
+        "rebuild_p50_ms": rebuild.p50(), "rebuild_p95_ms": rebuild.p95(),
+        "dense_only_p50_ms": dense_only.p50(), "sqlite_vec_p50_ms": peer.p50(),
+        "top10_agreement_with_sqlite_vec": agree,
+        "index_bytes_per_memory": index.approx_bytes() as f64 / n as f64,
+        "bytes_per_memory": rss_after.saturating_sub(rss_before) as f64 / n as f64,
+    }))
+}
+
+async fn measure_memorize(count: usize) -> Result<Value, BoxError> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(dir.path().join("w.db"))?);
+    let engine = CortexMemory::new(store, Arc::new(FakeProvider::new(384)));
+    let mut rng = SmallRng::seed_from_u64(11);
+    let texts: Vec<String> = (0..count).map(|_| corpus::text(&mut rng)).collect();
+    let started = Instant::now();
+    for t in &texts {
+        engine.memorize(USER, t, MemoryKind::Note, &[]).await?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(json!({ "count": count, "seconds": seconds, "per_second": count as f64 / seconds }))
+}
