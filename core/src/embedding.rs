@@ -25,15 +25,17 @@ pub fn validate_embedding(vector: &[f32], dimension: usize) -> Result<(), Embedd
 /// The vector scaled to unit length, so cosine similarity becomes a dot product.
 /// The caller has validated it (finite, not all zero).
 pub fn normalized(vector: &[f32]) -> Vec<f32> {
+    normalized_iter(vector).collect()
+}
+
+/// [`normalized`] without the allocation.
+pub fn normalized_iter(vector: &[f32]) -> impl Iterator<Item = f32> + '_ {
     let norm = vector
         .iter()
         .map(|x| f64::from(*x) * f64::from(*x))
         .sum::<f64>()
         .sqrt();
-    vector
-        .iter()
-        .map(|x| (f64::from(*x) / norm) as f32)
-        .collect()
+    vector.iter().map(move |x| (f64::from(*x) / norm) as f32)
 }
 
 /// Cosine similarity of two vectors of equal length (0 when either is all zeros).

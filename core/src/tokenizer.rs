@@ -5,11 +5,16 @@ use std::collections::BTreeMap;
 /// Lowercases `text` and splits it on every character that is not a Unicode letter or
 /// digit, keeping every non-empty token. No stemming, no stop words.
 pub fn tokenize(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
+    split_lowercased(&text.to_lowercase())
         .map(str::to_owned)
         .collect()
+}
+
+/// The tokens of text that is already lowercased, borrowed from it.
+pub fn split_lowercased(lowered: &str) -> impl Iterator<Item = &str> {
+    lowered
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
 }
 
 /// Term frequencies of `text`, ordered by term (byte order), and the document length in

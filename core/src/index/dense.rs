@@ -20,8 +20,9 @@ impl DenseMatrix {
         self.dimension
     }
 
-    pub(crate) fn push(&mut self, unit: &[f32]) {
-        self.data.extend_from_slice(unit);
+    /// Appends `vector` scaled to unit length (validated: finite, not all zero).
+    pub(crate) fn push_normalized(&mut self, vector: &[f32]) {
+        self.data.extend(crate::embedding::normalized_iter(vector));
     }
 
     /// Moves the last row into `row` and drops the last row (mirrors `Vec::swap_remove`).
@@ -99,9 +100,9 @@ mod tests {
     #[test]
     fn swap_remove_moves_the_last_row() {
         let mut m = DenseMatrix::new(2);
-        m.push(&[1.0, 0.0]);
-        m.push(&[0.0, 1.0]);
-        m.push(&[0.6, 0.8]);
+        m.push_normalized(&[2.0, 0.0]);
+        m.push_normalized(&[0.0, 1.0]);
+        m.push_normalized(&[0.6, 0.8]);
         m.swap_remove(0);
         assert_eq!(m.scores(&[1.0, 0.0]), vec![0.6, 0.0]);
         m.swap_remove(1);

@@ -1,6 +1,6 @@
 //! Okapi BM25 over an inverted index, with the exact arithmetic every backend must reproduce.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// Term-frequency saturation.
 pub const BM25_K1: f64 = 1.5;
@@ -41,27 +41,34 @@ pub(crate) struct LexicalIndex {
 impl LexicalIndex {
     pub(crate) fn push(&mut self, text: &str) {
         let row = self.doc_len.len() as u32;
-        let (tf, len) = crate::tokenizer::term_frequencies(text);
-        let terms = self.intern(tf);
-        for &(term, tf) in &terms {
-            self.postings[term as usize].push(Posting { row, tf });
+        // Count on borrowed slices of one lowercased copy; only a term new to the index
+        // allocates its own string.
+        let lowered = text.to_lowercase();
+        let mut tokens: Vec<&str> = crate::tokenizer::split_lowercased(&lowered).collect();
+        let len = tokens.len() as u32;
+        tokens.sort_unstable();
+        let mut terms: Vec<(u32, u32)> = Vec::new();
+        for group in tokens.chunk_by(|a, b| a == b) {
+            let id = self.intern(group[0]);
+            self.postings[id as usize].push(Posting {
+                row,
+                tf: group.len() as u32,
+            });
+            terms.push((id, group.len() as u32));
         }
         self.doc_terms.push(terms);
         self.doc_len.push(len);
         self.total_len += u64::from(len);
     }
 
-    fn intern(&mut self, tf: BTreeMap<String, u32>) -> Vec<(u32, u32)> {
-        tf.into_iter()
-            .map(|(term, count)| {
-                let next = self.postings.len() as u32;
-                let id = *self.term_ids.entry(term).or_insert(next);
-                if id == next {
-                    self.postings.push(Vec::new());
-                }
-                (id, count)
-            })
-            .collect()
+    fn intern(&mut self, term: &str) -> u32 {
+        if let Some(&id) = self.term_ids.get(term) {
+            return id;
+        }
+        let id = self.postings.len() as u32;
+        self.term_ids.insert(term.to_owned(), id);
+        self.postings.push(Vec::new());
+        id
     }
 
     /// Removes `row`, moving the last row into its place (as the dense matrix does).

@@ -67,7 +67,7 @@ impl MemoryIndex {
     pub fn insert(&mut self, memory: Memory, embedding: &[f32]) -> Result<(), EmbeddingProblem> {
         validate_embedding(embedding, self.dimension())?;
         self.remove(&memory.id);
-        self.dense.push(&normalized(embedding));
+        self.dense.push_normalized(embedding);
         self.lexical.push(&memory.content);
         self.rows.insert(memory.id, self.memories.len());
         self.memories.push(memory);
