@@ -52,8 +52,8 @@ fn connect_err(e: tokio_postgres::Error) -> StoreError {
 }
 
 /// The pool; every connection starts with `search_path` set so the `vector` type and its
-/// operators resolve from the extension's schema (session settings ride on the startup
-/// packet, so this costs no round trip).
+/// operators resolve from the extension's schema, and with JIT off (session settings ride
+/// on the startup packet, so this costs no round trip).
 pub(crate) fn build_pool(
     conn: Connection,
     search_path: &[&str],
@@ -74,6 +74,10 @@ pub(crate) fn build_pool(
     }
     options.push_str("-c search_path=");
     options.push_str(&search_path.join(","));
+    // JIT compiles a plan in hundreds of milliseconds: the search statement (and the SQL
+    // function it calls per candidate) crosses jit_above_cost on large users or under the
+    // HNSW planner settings, yet runs in milliseconds interpreted.
+    options.push_str(" -c jit=off");
     config.options(&options);
     let manager_config = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,

@@ -213,6 +213,36 @@ impl PostgresStore {
         counts.insert(user.to_owned(), live);
     }
 
+    /// The plan of the search statement for `request` (EXPLAIN ANALYZE, run with the same
+    /// settings as the search), for diagnosing a slow recall.
+    pub async fn explain_search(
+        &self,
+        user: &str,
+        request: &SearchRequest,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(signature) = self.known_signature().await? else {
+            return Ok(Vec::new());
+        };
+        let plan = self.plan(user, signature.dimension).await?;
+        let unit = normalized(&request.embedding);
+        let (sql, values) = search::statement(
+            self.names(),
+            plan,
+            user,
+            &unit,
+            &request.terms,
+            request.top_k,
+        );
+        let explained = (format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), values);
+        let pool_size = cortex_core::candidate_pool(request.top_k);
+        Ok(self
+            .run_search(plan, &explained, pool_size)
+            .await?
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect())
+    }
+
     async fn run_search(
         &self,
         plan: DensePlan,
@@ -229,13 +259,21 @@ impl PostgresStore {
         // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
         // the search and COMMIT go out together as one pipelined batch: one round trip.
         // Each future sends its message on its first poll, and join polls them in order.
+        // enable_sort=off steers the planner to the index's ordered scan: the only other
+        // way to ORDER BY distance LIMIT n is to sort, and on a user's filter it would
+        // otherwise often pick the (user, seq) index and sort every row, i.e. exact.
+        // Sorts the statement needs elsewhere still run; every plan has them alike.
         let settings = client
             .prepare_cached(match self.inner.server.iterative_scan {
                 true => {
                     "SELECT set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'strict_order', true)"
+                     set_config('hnsw.iterative_scan', 'strict_order', true), \
+                     set_config('enable_sort', 'off', true)"
                 }
-                false => "SELECT set_config('hnsw.ef_search', $1, true)",
+                false => {
+                    "SELECT set_config('hnsw.ef_search', $1, true), \
+                     set_config('enable_sort', 'off', true)"
+                }
             })
             .await
             .map_err(pg_err)?;
@@ -447,6 +485,8 @@ impl MemoryStore for PostgresStore {
         };
         sql::execute(&tx, &postings).await?;
         tx.commit().await.map_err(pg_err)?;
+        // Back to the pool before anything else takes a connection.
+        drop(client);
         let _ = self.inner.signature.set(signature.clone());
         if first && self.inner.config.dense_mode == DenseMode::Hnsw {
             // The table is empty but for this row: building now is instant.

@@ -1,0 +1,512 @@
+//! Postgres-specific behaviour the shared suite cannot see: migrations under concurrency,
+//! the SQL cosine's bit-equality with the core, HNSW mode, exact statistics under
+//! concurrent writers, the dimension constraint, the missing-extension error and TLS.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use cortex_core::embedding::normalized;
+use cortex_core::records::Supersession;
+use cortex_core::tokenizer::query_terms;
+use cortex_core::{
+    EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
+};
+use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore, SCHEMA_VERSION};
+use pgvector::Vector;
+use support::TestSchema;
+
+macro_rules! require_db {
+    () => {
+        if let Some(reason) = support::unavailable().await {
+            eprintln!("SKIPPED: {reason}");
+            return;
+        }
+    };
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn float(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn memory(user: &str, text: &str) -> NewMemory {
+    NewMemory::new(user, text, MemoryKind::Note, &[], 64 * 1024).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_connects_migrate_once() {
+    require_db!();
+    let schema = Arc::new(TestSchema::new("migrate", true, DenseMode::Exact).await);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let schema = schema.clone();
+            tokio::spawn(async move { schema.store().await })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for t in tasks {
+        stores.push(t.await.unwrap());
+    }
+    let client = stores[0].pool().get().await.unwrap();
+    let version: String = client
+        .query_one(
+            &format!(
+                "SELECT value FROM \"{}\".meta WHERE key = 'schema_version'",
+                schema.schema
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+}
+
+/// The SQL cosine equals the core's dense score bit for bit, on dimensions with and
+/// without a tail after the eight lanes, on tiny and huge magnitudes and on ties.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_cosine_equals_the_core_bit_for_bit() {
+    require_db!();
+    let schema = TestSchema::new("cosine", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let client = store.pool().get().await.unwrap();
+    let sql = format!(
+        "SELECT \"{}\".cortex_unit_dot($1::vector::real[], $2::vector::real[])",
+        schema.schema
+    );
+    let mut rng = Rng(9);
+    let mut checked = 0;
+    for dimension in [1usize, 3, 7, 8, 9, 16, 17, 100, 384, 1536] {
+        for case in 0..12 {
+            let scale = match case % 4 {
+                0 => 1.0,
+                1 => 1e-20,
+                2 => 1e18,
+                _ => 0.37,
+            };
+            let doc: Vec<f32> = (0..dimension).map(|_| rng.float() * scale).collect();
+            let mut query: Vec<f32> = (0..dimension).map(|_| rng.float()).collect();
+            if case == 5 {
+                query = doc.clone();
+            }
+            if case == 6 && dimension > 1 {
+                // One tiny component next to big ones: its unit value underflows f32.
+                query[0] = 1e-38;
+                query[1] = 1e30;
+            }
+            let mut index = MemoryIndex::new(dimension);
+            index
+                .insert(
+                    cortex_core::Memory {
+                        id: uuid::Uuid::new_v4(),
+                        user_id: "u".into(),
+                        content: "x".into(),
+                        kind: MemoryKind::Note,
+                        tags: vec![],
+                        created_at: Utc::now(),
+                        seq: 1,
+                    },
+                    &doc,
+                )
+                .unwrap();
+            let core = index.dense_search(&query, 1)[0].score as f32;
+            let got: f32 = client
+                .query_one(
+                    &sql,
+                    &[
+                        &Vector::from(doc.clone()),
+                        &Vector::from(normalized(&query)),
+                    ],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(
+                got.to_bits(),
+                core.to_bits(),
+                "dimension {dimension} case {case}: sql {got} core {core}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 120);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dimension_is_fixed_by_a_check_constraint() {
+    require_db!();
+    let schema = TestSchema::new("dim", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 4);
+    store
+        .add(&memory("u", "four dims"), &[1.0, 0.0, 0.0, 0.0], &sig)
+        .await
+        .unwrap();
+    let client = store.pool().get().await.unwrap();
+    let err = client
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".memories (id, user_id, content, kind, tags, created_at, \
+                 doc_len, embedding) VALUES (gen_random_uuid(), 'u', 'x', 'note', '{{}}', now(), \
+                 1, '[1,2,3]')",
+                schema.schema
+            ),
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION)
+    );
+    // And the store refuses a vector that disagrees with the signature before any SQL.
+    assert!(
+        store
+            .add(&memory("u", "three"), &[1.0, 2.0, 3.0], &sig)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.count("u").await.unwrap(), 1);
+}
+
+/// Statistics, postings and the change counter stay exact with writers racing on one user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_stay_exact_under_concurrent_writers() {
+    require_db!();
+    let schema = TestSchema::new("stats", true, DenseMode::Exact).await;
+    let store = Arc::new(schema.store().await);
+    let sig = EmbeddingSignature::new("m", 3);
+    let user = "racer";
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let store = store.clone();
+            let sig = sig.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for i in 0..15 {
+                    let text = format!("writer {w} note {i} shared words {}", "x ".repeat(i));
+                    let m = memory(user, &text);
+                    store
+                        .add(&m, &[1.0, w as f32, i as f32], &sig)
+                        .await
+                        .unwrap();
+                    ids.push(m.id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for w in writers {
+        ids.extend(w.await.unwrap());
+    }
+    // Supersede and delete concurrently too.
+    let ops: Vec<_> = (0..6)
+        .map(|k| {
+            let store = store.clone();
+            let (old, new, gone) = (ids[k], ids[k + 20], ids[k + 40]);
+            tokio::spawn(async move {
+                let s = Supersession {
+                    old_id: old,
+                    new_id: new,
+                    reason: "race".into(),
+                    created_at: Utc::now(),
+                };
+                store.supersede(user, &s).await.unwrap();
+                store.delete(user, &gone).await.unwrap().unwrap();
+            })
+        })
+        .collect();
+    for op in ops {
+        op.await.unwrap();
+    }
+    store.delete(user, &ids[20]).await.unwrap().unwrap(); // restores ids[0]
+    let client = store.pool().get().await.unwrap();
+    let s = &schema.schema;
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT u.doc_count, u.total_len, u.generation,
+                        (SELECT count(*) FROM \"{s}\".memories m
+                          WHERE m.user_id = u.user_id AND NOT m.superseded),
+                        (SELECT COALESCE(sum(doc_len), 0)::int8 FROM \"{s}\".memories m
+                          WHERE m.user_id = u.user_id AND NOT m.superseded),
+                        (SELECT COALESCE(sum(tf), 0)::int8 FROM \"{s}\".postings p
+                          WHERE p.user_id = u.user_id)
+                 FROM \"{s}\".users u WHERE u.user_id = $1"
+            ),
+            &[&user],
+        )
+        .await
+        .unwrap();
+    let (docs, total, generation, live, live_len, tf_sum): (i64, i64, i64, i64, i64, i64) = (
+        row.get(0),
+        row.get(1),
+        row.get(2),
+        row.get(3),
+        row.get(4),
+        row.get(5),
+    );
+    // 60 written, 6 deleted, 6 superseded, then one superseder deleted: 60-6-6-1+1.
+    assert_eq!(live, 48);
+    assert_eq!(
+        (docs, total),
+        (live, live_len),
+        "statistics equal a recount"
+    );
+    assert_eq!(
+        tf_sum, live_len,
+        "postings hold exactly the live memories' tokens"
+    );
+    assert_eq!(generation, 60 + 6 + 6 + 1);
+    assert_eq!(store.count(user).await.unwrap(), 48);
+}
+
+/// HNSW mode: the index is built once the dimension is known, the query shape uses it, the
+/// search settings stay inside the search's transaction, and on a small corpus the
+/// results agree with exact search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
+    require_db!();
+    let schema = TestSchema::new("hnsw", true, DenseMode::Hnsw).await;
+    let url = schema.url.clone();
+    let hnsw = PostgresStore::connect(PostgresConfig {
+        pool_size: 1,
+        ..support::config(&url, &schema.schema, true, DenseMode::Hnsw)
+    })
+    .await
+    .unwrap();
+    let dim = 16;
+    let sig = EmbeddingSignature::new("m", dim);
+    let mut rng = Rng(3);
+    let user = "h";
+    let mut vectors = Vec::new();
+    for i in 0..300 {
+        let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
+        hnsw.add(
+            &memory(user, &format!("note {i} about topic {}", i % 7)),
+            &v,
+            &sig,
+        )
+        .await
+        .unwrap();
+        vectors.push(v);
+    }
+    let exact = schema.store().await;
+    let exact = PostgresStore::connect(PostgresConfig {
+        dense_mode: DenseMode::Exact,
+        ..exact.config().clone()
+    })
+    .await
+    .unwrap();
+    let mut agree = 0;
+    if std::env::var("EXPLAIN").is_ok() {
+        let request = SearchRequest {
+            query: "topic 3".into(),
+            terms: query_terms("topic 3"),
+            embedding: vectors[0].clone(),
+            top_k: 10,
+        };
+        for line in hnsw.explain_search(user, &request).await.unwrap() {
+            eprintln!("{line}");
+        }
+        return;
+    }
+    for q in vectors.iter().take(20) {
+        let request = SearchRequest {
+            query: "topic 3".into(),
+            terms: query_terms("topic 3"),
+            embedding: q.clone(),
+            top_k: 10,
+        };
+        let a = hnsw.search(user, &request).await.unwrap();
+        let b = exact.search(user, &request).await.unwrap();
+        assert_eq!(a.len(), 10);
+        agree += usize::from(a == b);
+    }
+    assert!(agree >= 18, "HNSW agreed with exact on {agree}/20 queries");
+
+    let client = hnsw.pool().get().await.unwrap();
+    let ef: String = client
+        .query_one("SHOW hnsw.ef_search", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        ef, "40",
+        "the search's SET LOCAL did not leak into the session"
+    );
+    let sort: String = client
+        .query_one("SHOW enable_sort", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sort, "on");
+    client
+        .batch_execute(&format!(
+            "ANALYZE \"{}\".memories; BEGIN; SET LOCAL enable_sort = off",
+            schema.schema
+        ))
+        .await
+        .unwrap();
+    let plan: Vec<String> = client
+        .query(
+            &format!(
+                "EXPLAIN SELECT m.seq FROM \"{}\".memories m WHERE m.user_id = $1 \
+                 AND NOT m.superseded ORDER BY (m.embedding::vector({dim})) <=> $2::vector LIMIT 10",
+                schema.schema
+            ),
+            &[&user, &Vector::from(vectors[0].clone())],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    client.batch_execute("COMMIT").await.unwrap();
+    assert!(
+        plan.iter().any(|l| l.contains("memories_embedding_hnsw")),
+        "{plan:#?}"
+    );
+}
+
+/// A role that may not create the extension in a database without it gets an error that
+/// says what to do. Needs a superuser URL to set the stage; skips otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_extension_privilege_is_explained() {
+    require_db!();
+    let url = support::database().await.unwrap();
+    let admin = PostgresStore::connect(support::config(
+        &url,
+        &support::unique_schema("ext"),
+        true,
+        DenseMode::Exact,
+    ))
+    .await
+    .unwrap();
+    let client = admin.pool().get().await.unwrap();
+    let superuser: bool = client
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if !superuser {
+        eprintln!("SKIPPED: the test database URL is not a superuser's");
+        return;
+    }
+    let tag = format!("cortex_t_noext_{}", std::process::id());
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {tag} WITH (FORCE)"))
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {tag}; CREATE ROLE {tag} LOGIN PASSWORD 'pw'"
+        ))
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "CREATE DATABASE {tag} OWNER {tag} TEMPLATE template0"
+        ))
+        .await
+        .unwrap();
+    let config: tokio_postgres::Config = url.split('?').next().unwrap().parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let role_url = format!("postgres://{tag}:pw@{host}:{port}/{tag}?sslmode=disable");
+    let result = PostgresStore::connect(PostgresConfig::new(role_url)).await;
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {tag} WITH (FORCE)"))
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!("DROP ROLE IF EXISTS {tag}"))
+        .await
+        .unwrap();
+    match result {
+        Err(StoreError::Schema(message)) => {
+            assert!(message.contains("superuser must run"), "{message}");
+            assert!(message.contains("CREATE EXTENSION vector"), "{message}");
+        }
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+            admin.config().schema_name()
+        ))
+        .await
+        .unwrap();
+}
+
+/// `sslmode=require` encrypts (the local server offers TLS with a self-signed
+/// certificate, which require does not verify); `disable` does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslmode_selects_tls() {
+    require_db!();
+    let url = support::database().await.unwrap();
+    let schema = TestSchema::new("tls", true, DenseMode::Exact).await;
+    let plain = {
+        let base = url.split('?').next().unwrap();
+        format!("{base}?sslmode=disable")
+    };
+    let store = PostgresStore::connect(support::config(
+        &plain,
+        &schema.schema,
+        true,
+        DenseMode::Exact,
+    ))
+    .await
+    .unwrap();
+    let client = store.pool().get().await.unwrap();
+    let offers_tls: String = client.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    assert!(!ssl_of(&client).await);
+    if offers_tls != "on" {
+        eprintln!("SKIPPED the TLS half: the server does not offer TLS");
+        return;
+    }
+    let require = format!("{}?sslmode=require", url.split('?').next().unwrap());
+    let store = PostgresStore::connect(support::config(
+        &require,
+        &schema.schema,
+        true,
+        DenseMode::Exact,
+    ))
+    .await
+    .unwrap();
+    let client = store.pool().get().await.unwrap();
+    assert!(ssl_of(&client).await);
+}
+
+async fn ssl_of(client: &deadpool_postgres::Object) -> bool {
+    client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
