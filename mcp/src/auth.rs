@@ -100,7 +100,12 @@ pub async fn require_bearer(
     );
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer realm=\"cortex\"")],
+        [
+            (header::WWW_AUTHENTICATE, "Bearer realm=\"cortex\""),
+            // The request body was never read, so the connection cannot carry another
+            // request; saying so keeps clients from reusing it and racing the close.
+            (header::CONNECTION, "close"),
+        ],
         "missing or wrong bearer token: send Authorization: Bearer <CORTEX_HTTP_TOKEN>\n",
     )
         .into_response()

@@ -737,4 +737,16 @@ async fn a_missing_key_fails_the_build_with_the_variable_to_set() {
     let err = build_engine(&config).await.unwrap_err();
     assert!(err.to_string().contains("GEMINI_API_KEY"), "{err}");
     assert!(!db.exists(), "a failed build leaves no database behind");
+
+    // Nothing chosen and nothing available: the message lists every way out.
+    let config = env_config(&[("CORTEX_DB_PATH", db.to_str().unwrap())]);
+    let err = build_engine(&config).await.unwrap_err().to_string();
+    for hint in [
+        "GEMINI_API_KEY",
+        "CORTEX_EMBED_PROVIDER",
+        "CORTEX_EMBED_MODEL_PATH",
+    ] {
+        assert!(err.contains(hint), "{err}");
+    }
+    assert!(!db.exists());
 }

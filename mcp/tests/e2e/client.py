@@ -262,27 +262,38 @@ def initialize_request() -> dict:
 
 async def run_http(args: argparse.Namespace, checks: Checks) -> None:
     accept = {"Accept": "application/json, text/event-stream"}
-    async with httpx2.AsyncClient(timeout=30.0) as raw:
-        for label, headers in [
-            ("a missing token", accept),
-            ("a wrong token", {**accept, "Authorization": "Bearer " + "x" * len(args.token)}),
-            ("a token of the wrong scheme", {**accept, "Authorization": f"Basic {args.token}"}),
-        ]:
-            response = await raw.post(args.url, json=initialize_request(), headers=headers)
-            checks.check(response.status_code == 401, f"{label} gets 401 ({response.status_code})")
-            checks.check(
-                response.headers.get("www-authenticate", "").startswith("Bearer"),
-                f"{label}: the 401 names the Bearer scheme",
-            )
-        checks.check(not os.path.exists(args.db), "refused requests touched nothing (no database)")
-        response = await raw.post(
-            args.url,
-            json=initialize_request(),
-            headers={**accept, "Authorization": f"Bearer {args.token}", "Host": "evil.example"},
+
+    async def probe(method: str, url: str, headers: dict, body: dict | None = None):
+        # A fresh connection per probe: a refused request's connection is closed by the
+        # server, and reusing it would race that close.
+        async with httpx2.AsyncClient(timeout=30.0) as raw:
+            return await raw.request(method, url, json=body, headers=headers)
+
+    for label, headers in [
+        ("a missing token", accept),
+        ("a wrong token", {**accept, "Authorization": "Bearer " + "x" * len(args.token)}),
+        ("a token of the wrong scheme", {**accept, "Authorization": f"Basic {args.token}"}),
+    ]:
+        response = await probe("POST", args.url, headers, initialize_request())
+        checks.check(response.status_code == 401, f"{label} gets 401 ({response.status_code})")
+        checks.check(
+            response.headers.get("www-authenticate", "").startswith("Bearer"),
+            f"{label}: the 401 names the Bearer scheme",
         )
-        checks.check(response.status_code == 403, f"an unknown Host gets 403 ({response.status_code})")
-        health = await raw.get(args.url.replace("/mcp", "/healthz"))
-        checks.check(health.status_code == 200 and health.text == "ok", "/healthz answers ok")
+        checks.check(
+            response.headers.get("connection", "").lower() == "close",
+            f"{label}: the 401 closes the connection",
+        )
+    checks.check(not os.path.exists(args.db), "refused requests touched nothing (no database)")
+    response = await probe(
+        "POST",
+        args.url,
+        {**accept, "Authorization": f"Bearer {args.token}", "Host": "evil.example"},
+        initialize_request(),
+    )
+    checks.check(response.status_code == 403, f"an unknown Host gets 403 ({response.status_code})")
+    health = await probe("GET", args.url.replace("/mcp", "/healthz"), {})
+    checks.check(health.status_code == 200 and health.text == "ok", "/healthz answers ok")
 
     # The SDK itself cannot get in with a wrong token.
     try:
