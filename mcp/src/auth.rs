@@ -88,10 +88,13 @@ impl BearerToken {
 /// Axum middleware: the request goes on only with the right token, else 401.
 pub async fn require_bearer(
     State(token): State<BearerToken>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if token.accepts(request.headers().get(header::AUTHORIZATION)) {
+        // Nothing past this point needs the token: removing it keeps it out of rmcp's
+        // request extensions and out of any log that prints them.
+        request.headers_mut().remove(header::AUTHORIZATION);
         return next.run(request).await;
     }
     tracing::debug!(

@@ -162,3 +162,95 @@ fn stdio_stdout_carries_only_mcp_messages() {
         "the startup check warns: {stderr}"
     );
 }
+
+/// One raw HTTP/1.1 exchange; returns the status line and headers (lowercased).
+fn http_exchange(addr: &str, request: &str) -> String {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).to_string();
+    text.split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_lowercase()
+}
+
+/// The HTTP guard without any client library: 401 without the token (and no database
+/// created), 403 for an unknown Host even with it, `/healthz` open.
+#[test]
+fn http_guards_answer_before_mcp() {
+    const TOKEN: &str = "binary-test-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("http.db");
+    let mut child = cortex_mcp(
+        &["--http", "127.0.0.1:0"],
+        &[
+            ("CORTEX_HTTP_TOKEN", TOKEN),
+            ("CORTEX_DB_PATH", db.to_str().unwrap()),
+            ("CORTEX_EMBED_PROVIDER", "fake"),
+            ("RUST_LOG", "info"),
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _server = KillOnDrop(child);
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr = rest.split('/').next().unwrap_or_default().to_owned();
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let post = |host: &str, auth: Option<&str>| {
+        let auth = auth.map_or_else(String::new, |a| format!("Authorization: {a}\r\n"));
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+
+    let head = http_exchange(&addr, &post("127.0.0.1", None));
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    let head = http_exchange(
+        &addr,
+        &post("127.0.0.1", Some("Bearer not-the-token-at-all")),
+    );
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(!db.exists(), "refused requests touch nothing");
+
+    let bearer = format!("Bearer {TOKEN}");
+    let head = http_exchange(&addr, &post("evil.example", Some(&bearer)));
+    assert!(head.starts_with("http/1.1 403"), "{head}");
+    let head = http_exchange(&addr, &post("localhost", Some(&bearer)));
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+
+    let head = http_exchange(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+}
+
+/// Stops the server however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -136,7 +136,8 @@ fn python_sdk_over_http() {
         .env("CORTEX_HTTP_TOKEN", TOKEN)
         .env("CORTEX_DB_PATH", &db)
         .env("CORTEX_EMBED_PROVIDER", "fake")
-        .env("RUST_LOG", "info")
+        // Verbose, so the check below covers every log line the server can write.
+        .env("RUST_LOG", "trace")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
