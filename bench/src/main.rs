@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p cortex-bench --bin cortex-perf -- [--quick] [--json FILE]
+//!     [--sizes 1000,10000,100000] [--dims 384,768]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time).
@@ -34,27 +35,42 @@ const USER: &str = "bench";
 struct Options {
     quick: bool,
     json: Option<String>,
+    sizes: Option<Vec<usize>>,
+    dims: Option<Vec<usize>>,
 }
 
 fn options() -> Options {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let list = |flag: &str| {
+        value(flag).map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+    };
     Options {
         quick: args.iter().any(|a| a == "--quick"),
-        json: args
-            .iter()
-            .position(|a| a == "--json")
-            .and_then(|i| args.get(i + 1).cloned()),
+        json: value("--json"),
+        sizes: list("--sizes"),
+        dims: list("--dims"),
     }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), BoxError> {
     let opts = options();
-    let (sizes, dims, queries) = if opts.quick {
+    let (mut sizes, mut dims, queries) = if opts.quick {
         (vec![1_000, 5_000], vec![384], 20)
     } else {
         (vec![1_000, 10_000, 100_000], vec![384, 768], 200)
     };
+    if let Some(s) = opts.sizes.clone() {
+        sizes = s;
+    }
+    if let Some(d) = opts.dims.clone() {
+        dims = d;
+    }
     let mut report = Vec::new();
     println!(
         "| N | d | floor ms | recall p50 | p95 | ratio to floor | embed | dense | bm25 | fusion | rebuild/recall p50 | speedup | dense-only p50 | sqlite-vec p50 | vs sqlite-vec | bytes/memory |"

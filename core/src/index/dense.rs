@@ -41,9 +41,11 @@ impl DenseMatrix {
 
     /// Dot product of `query` with every row, in row order.
     pub(crate) fn scores(&self, query: &[f32]) -> Vec<f32> {
+        // Widen the query once instead of once per row.
+        let query: Vec<f64> = query.iter().map(|x| f64::from(*x)).collect();
         self.data
             .chunks_exact(self.dimension)
-            .map(|row| dot(row, query))
+            .map(|row| dot(row, &query))
             .collect()
     }
 }
@@ -54,19 +56,19 @@ impl DenseMatrix {
 /// which the final rounding to f32 absorbs: vectors that tie mathematically get bit-equal
 /// scores whatever the order of their components, and then rank by insertion as the
 /// contract says.
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f64]) -> f32 {
     const LANES: usize = 8;
     let mut acc = [0.0f64; LANES];
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
     for (x, y) in a_chunks.zip(b_chunks) {
         for i in 0..LANES {
-            acc[i] += f64::from(x[i]) * f64::from(y[i]);
+            acc[i] += f64::from(x[i]) * y[i];
         }
     }
     let mut sum = acc.iter().sum::<f64>();
     for (x, y) in a_rest.iter().zip(b_rest) {
-        sum += f64::from(*x) * f64::from(*y);
+        sum += f64::from(*x) * y;
     }
     sum as f32
 }
@@ -80,7 +82,8 @@ mod tests {
         let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5).collect();
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
         let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        assert!((dot(&a, &b) - naive).abs() < 1e-4);
+        let wide: Vec<f64> = b.iter().map(|x| f64::from(*x)).collect();
+        assert!((dot(&a, &wide) - naive).abs() < 1e-4);
     }
 
     #[test]
@@ -93,7 +96,8 @@ mod tests {
         (b[9], q2[9]) = (0.7, 0.7);
         (b[0], q2[0]) = (0.9, 0.9);
         (b[4], q2[4]) = (0.6, 0.6);
-        let (qa, qb) = (dot(&a, &q), dot(&b, &q2));
+        let wide = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<f64>>();
+        let (qa, qb) = (dot(&a, &wide(&q)), dot(&b, &wide(&q2)));
         assert_eq!(qa.to_bits(), qb.to_bits());
     }
 

@@ -1,6 +1,6 @@
 //! Okapi BM25 over an inverted index, with the exact arithmetic every backend must reproduce.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Term-frequency saturation.
 pub const BM25_K1: f64 = 1.5;
@@ -31,7 +31,9 @@ struct Posting {
 /// each row also keeps its own term list to re-point its postings.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LexicalIndex {
-    term_ids: HashMap<String, u32>,
+    /// Term ids; Fx hashing, since terms are not attacker-chosen keys of a shared table
+    /// and SipHash dominated index builds.
+    term_ids: FxHashMap<String, u32>,
     postings: Vec<Vec<Posting>>,
     doc_terms: Vec<Vec<(u32, u32)>>,
     doc_len: Vec<u32>,
