@@ -173,3 +173,14 @@ pub(crate) fn not_compiled() -> ProviderError {
             .into(),
     )
 }
+
+#[cfg(all(test, not(feature = "local")))]
+mod tests {
+    use crate::EmbedProviderKind;
+
+    #[test]
+    fn a_slim_build_names_the_missing_feature() {
+        let err = "local".parse::<EmbedProviderKind>().unwrap_err();
+        assert!(err.to_string().contains("cargo feature `local`"), "{err}");
+    }
+}
