@@ -1,12 +1,15 @@
 //! Where the dense candidates come from: a sequential scan (exact) or the HNSW index.
 //!
-//! Either way pgvector's `<=>` only *selects* candidates; they are then ranked with the
-//! core's own cosine arithmetic (`cortex_unit_dot`, see the migration). pgvector sums in
-//! f32 (and in whatever order its vectorised loop picks), the core sums exact f32
-//! products in f64 and rounds to f32, so the two can order near-ties differently. In
-//! exact mode the candidates are every live memory whose `<=>` distance is within
-//! [`candidate_margin`] of the pool-th smallest, a superset of the core's pool whatever
-//! the rounding, so the ranks equal the core's exactly.
+//! pgvector sums in f32 (in whatever order its vectorised loop picks), the core sums exact
+//! f32 products in f64 and rounds to f32, so the two can order near-ties differently, and
+//! the core breaks exact ties by insertion. So `<=>` selects and orders the candidates,
+//! and wherever two consecutive candidates' distances lie within [`candidate_margin`] of
+//! each other the run they belong to is re-ordered with the core's own arithmetic
+//! (`cortex_unit_dot`, see the migration). Across a gap wider than the margin both agree,
+//! so only the runs need the (slower) exact score. In exact mode the candidates are every
+//! live memory within the margin of the pool-th smallest distance: a superset of the
+//! core's pool whatever the rounding, so the ranks equal the core's exactly. In HNSW mode
+//! they are what the index returns.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -40,7 +43,7 @@ impl DensePlan {
 }
 
 /// How far apart pgvector's and the core's cosine distances can be, twice over (once for
-/// the cut-off row, once for the candidate): f32 accumulation of `dimension` products
+/// each of two rows compared): f32 accumulation of `dimension` products
 /// and of both norms is off by at most about `dimension` units in the last place of f32
 /// (2^-24) relative to |a||b|, the core's by a few. The bound is generous on purpose: a
 /// wider margin only re-scores a few more rows.

@@ -4,8 +4,9 @@
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
 //! the core's expression by expression, in float8 with every literal and parameter cast:
 //!
-//! - dense: candidates by pgvector's `<=>` (see [`crate::dense`]), ranked by the core's
-//!   cosine (`cortex_unit_dot`), 1-based, ties by insertion sequence;
+//! - dense: candidates and their order by pgvector's `<=>` (see [`crate::dense`]), with
+//!   every run of near-equal distances re-ordered by the core's own cosine
+//!   (`cortex_unit_dot`), 1-based, ties by insertion sequence;
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
 //!   (memory, term), summed in the query terms' order (byte order), only memories with a
 //!   query term, ranked by score then sequence;
@@ -51,7 +52,8 @@ pub(crate) fn statement(
         );
     };
 
-    // Dense candidates.
+    // Dense candidates, with pgvector's distance.
+    let margin = candidate_margin(unit_query.len());
     match plan {
         DensePlan::Exact => {
             // Every live memory's distance, once (materialised: read twice below).
@@ -81,22 +83,24 @@ pub(crate) fn statement(
                     .offset(sql_count(pool) - 1)
                     .to_owned(),
             );
+            // Everything within the margin of the cut: a superset of the core's pool.
             cte(
                 &mut with,
                 "d_cand",
                 Query::select()
-                    .column("seq")
+                    .columns(["seq", "dist"])
                     .from("d_all")
                     .and_where(Expr::cust_with_values(
                         "dist <= COALESCE((SELECT dist FROM d_cut), 'Infinity'::float8) \
                          + $1::float8",
-                        [candidate_margin(unit_query.len())],
+                        [margin],
                     ))
                     .to_owned(),
             );
         }
         DensePlan::Hnsw { dimension } => {
             // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n.
+            // The distance kept is the full-precision one (the index may be halfvec).
             let order = format!(
                 "{} <=> {}",
                 indexed_expression("m.", dimension),
@@ -107,6 +111,10 @@ pub(crate) fn statement(
                 "d_cand",
                 Query::select()
                     .column(("m", "seq"))
+                    .expr_as(
+                        Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
+                        "dist",
+                    )
                     .from_as(memories(), "m")
                     .and_where(Expr::col(("m", "user_id")).eq(user))
                     .and_where(Expr::cust("NOT m.superseded"))
@@ -116,31 +124,77 @@ pub(crate) fn statement(
             );
         }
     }
+    // Runs of candidates whose consecutive distances lie within the margin: between runs
+    // pgvector's order is the core's; within a run of more than one, only the core's own
+    // arithmetic can order them, so only those are re-scored (with real-valued embeddings
+    // that is almost never; with tied vectors it is every tie).
+    cte(
+        &mut with,
+        "d_gaps",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(
+                Expr::cust_with_values(
+                    "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
+                     THEN 1 ELSE 0 END",
+                    [margin],
+                ),
+                "step",
+            )
+            .from("d_cand")
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "d_runs",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(Expr::cust("sum(step) OVER (ORDER BY dist, seq)"), "run")
+            .from("d_gaps")
+            .to_owned(),
+    );
     cte(
         &mut with,
         "d_scored",
         Query::select()
-            .column(("c", "seq"))
+            .column(("r", "seq"))
+            .column(("r", "run"))
             .expr_as(
                 Expr::cust_with_values(
                     format!(
-                        "{}(m.embedding::real[], $1::vector::real[])",
+                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
+                         THEN {}(m.embedding::real[], $1::vector::real[]) END",
                         names.q("cortex_unit_dot")
                     ),
                     [query],
                 ),
                 "score",
             )
-            .from_as("d_cand", "c")
+            .from_as("d_runs", "r")
             .join_as(
                 JoinType::InnerJoin,
                 memories(),
                 "m",
-                Expr::col(("m", "seq")).equals(("c", "seq")),
+                Expr::col(("m", "seq")).equals(("r", "seq")),
             )
             .to_owned(),
     );
-    cte(&mut with, "dense", ranked("d_scored", pool));
+    cte(
+        &mut with,
+        "dense",
+        Query::select()
+            .column("seq")
+            .expr_as(
+                Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
+                "rnk",
+            )
+            .from("d_scored")
+            .order_by("run", Order::Asc)
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(sql_count(pool))
+            .to_owned(),
+    );
 
     // Lexical candidates.
     let ordinals: Vec<i64> = (1..=terms.len() as i64).collect();
