@@ -301,7 +301,10 @@ fn local_model_ranks_the_fixture() {
             "session",
             "--retriever",
             "hybrid,dense,bm25",
-            "--no-cache",
+            // The cache embeds each distinct session once, in batches: the debug build of
+            // the model is slow.
+            "--cache",
+            "cache.db",
             "--out",
             "local.json",
         ],
@@ -325,4 +328,58 @@ fn local_model_ranks_the_fixture() {
         .as_f64()
         .unwrap();
     assert!(dense >= 0.8, "dense recall_any@5 = {dense}");
+}
+
+#[test]
+fn postgres_backend_when_a_database_is_there() {
+    let Some(url) = std::env::var_os("CORTEX_TEST_DATABASE_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
+        );
+        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = cortex(
+        dir.path(),
+        &[
+            ("CORTEX_EMBED_PROVIDER", "fake"),
+            ("CORTEX_DATABASE_URL", url.to_str().unwrap()),
+            // Its own schema: the store's embedding signature is per schema, and each run
+            // writes under fresh user ids, so reruns never collide.
+            ("CORTEX_PG_SCHEMA", "cortex_bench_test"),
+        ],
+        &[
+            "bench",
+            "--data",
+            fixture().to_str().unwrap(),
+            "--backend",
+            "postgres",
+            "--retriever",
+            "hybrid,dense,bm25",
+            "--no-cache",
+            "--out",
+            "pg.json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let pg: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("pg.json")).unwrap())
+            .unwrap();
+    assert_eq!(pg["config"]["backend"], "postgres");
+    assert_eq!(pg["counts"]["evaluated"], 10);
+    // The pushdown and the in-process index rank alike, so Postgres scores what the
+    // in-memory backend scores.
+    let memory = run_and_check("memory", "turn");
+    for retriever in ["hybrid", "dense", "bm25"] {
+        assert_eq!(
+            pg["retrieval"][retriever]["overall"], memory["retrieval"][retriever]["overall"],
+            "{retriever}"
+        );
+    }
 }

@@ -109,6 +109,7 @@ async fn run_question(
     };
     // Abstention questions are not scored for retrieval; only QA needs their haystack.
     if result.abstention && models.qa.is_none() {
+        result.memories = 0;
         return Ok(result);
     }
 

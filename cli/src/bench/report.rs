@@ -90,6 +90,7 @@ pub struct QuestionResult {
     pub question_type: String,
     pub abstention: bool,
     pub sessions: usize,
+    /// Memories written (0 when the question was skipped).
     pub memories: usize,
     pub gold: Vec<String>,
     /// By retriever; empty for abstention questions (not scored for retrieval).
@@ -126,6 +127,7 @@ pub struct Counts {
     /// Scored questions with no gold session in the corpus (the official script scores
     /// them recall_any 0, recall_all 1, nDCG 0).
     pub without_gold: usize,
+    /// Memories written over the run.
     pub memories: usize,
 }
 
