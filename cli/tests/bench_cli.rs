@@ -383,3 +383,48 @@ fn postgres_backend_when_a_database_is_there() {
         );
     }
 }
+
+#[test]
+fn assistant_turns_and_session_labels_give_every_question_gold() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--data",
+            fixture().to_str().unwrap(),
+            "--roles",
+            "all",
+            "--labels",
+            "session",
+            "--granularity",
+            "session",
+            "--no-cache",
+            "--out",
+            "all.json",
+            "--quiet",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("all.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["counts"]["without_gold"], 0);
+    assert!(
+        report.get("cache").is_none(),
+        "--no-cache: {}",
+        report["cache"]
+    );
+    let assistant = report["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["question_type"] == "single-session-assistant")
+        .unwrap();
+    assert_eq!(assistant["gold"], serde_json::json!(["answer_lisbon_03"]));
+}
