@@ -2,7 +2,7 @@
 //! machine's memory-bandwidth floor, the seed's rebuild-per-recall, and sqlite-vec.
 //!
 //! ```text
-//! cargo run --release -p cortex-bench --bin cortex-perf -- [--quick] [--json FILE]
+//! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
