@@ -275,6 +275,11 @@ async fn main() {
             })
             .collect();
 
+        if std::env::var("CORTEX_BENCH_EXPLAIN").is_ok() {
+            for line in exact.explain_search(USER, &dense_only[0]).await.unwrap() {
+                eprintln!("{line}");
+            }
+        }
         eprintln!("exact searches...");
         let exact_h = run(&exact, &hybrid).await;
         let exact_d = run(&exact, &dense_only).await;

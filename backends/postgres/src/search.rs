@@ -153,6 +153,8 @@ pub(crate) fn statement(
             .from("d_gaps")
             .to_owned(),
     );
+    // The exact score through a keyed lookup, only for rows in runs (a join would read
+    // every candidate's embedding).
     cte(
         &mut with,
         "d_scored",
@@ -163,20 +165,16 @@ pub(crate) fn statement(
                 Expr::cust_with_values(
                     format!(
                         "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
-                         THEN {}(m.embedding::real[], $1::vector::real[]) END",
-                        names.q("cortex_unit_dot")
+                         THEN (SELECT {}(m.embedding::real[], $1::vector::real[]) \
+                               FROM {} m WHERE m.seq = r.seq) END",
+                        names.q("cortex_unit_dot"),
+                        names.q("memories"),
                     ),
                     [query],
                 ),
                 "score",
             )
             .from_as("d_runs", "r")
-            .join_as(
-                JoinType::InnerJoin,
-                memories(),
-                "m",
-                Expr::col(("m", "seq")).equals(("r", "seq")),
-            )
             .to_owned(),
     );
     cte(
