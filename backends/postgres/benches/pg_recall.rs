@@ -290,6 +290,11 @@ async fn main() {
             .await
             .unwrap();
         let build = start.elapsed().as_secs_f64();
+        if std::env::var("CORTEX_BENCH_EXPLAIN").is_ok() {
+            for line in hnsw.explain_search(USER, &dense_only[0]).await.unwrap() {
+                eprintln!("{line}");
+            }
+        }
         eprintln!("HNSW searches...");
         let hnsw_h = run(&hnsw, &hybrid).await;
         let hnsw_d = run(&hnsw, &dense_only).await;
