@@ -259,21 +259,17 @@ impl PostgresStore {
         // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
         // the search and COMMIT go out together as one pipelined batch: one round trip.
         // Each future sends its message on its first poll, and join polls them in order.
-        // enable_sort=off steers the planner to the index's ordered scan: the only other
-        // way to ORDER BY distance LIMIT n is to sort, and on a user's filter it would
-        // otherwise often pick the (user, seq) index and sort every row, i.e. exact.
-        // Sorts the statement needs elsewhere still run; every plan has them alike.
+        // The planner still chooses between the index's ordered scan and reading the
+        // user's rows by (user, seq) and sorting them: for a user with few memories among
+        // many the latter is both exact and faster. (Forcing the index with
+        // enable_sort=off was tried: it also turns the BM25 side into a full postings scan.)
         let settings = client
             .prepare_cached(match self.inner.server.iterative_scan {
                 true => {
                     "SELECT set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'strict_order', true), \
-                     set_config('enable_sort', 'off', true)"
+                     set_config('hnsw.iterative_scan', 'strict_order', true)"
                 }
-                false => {
-                    "SELECT set_config('hnsw.ef_search', $1, true), \
-                     set_config('enable_sort', 'off', true)"
-                }
+                false => "SELECT set_config('hnsw.ef_search', $1, true)",
             })
             .await
             .map_err(pg_err)?;

@@ -350,12 +350,12 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
         ef, "40",
         "the search's SET LOCAL did not leak into the session"
     );
-    let sort: String = client
-        .query_one("SHOW enable_sort", &[])
+    let scan: String = client
+        .query_one("SHOW hnsw.iterative_scan", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(sort, "on");
+    assert_eq!(scan, "off");
     client
         .batch_execute(&format!(
             "ANALYZE \"{}\".memories; BEGIN; SET LOCAL enable_sort = off",
