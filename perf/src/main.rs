@@ -60,6 +60,9 @@ fn options() -> Options {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), BoxError> {
     let opts = options();
+    if cfg!(debug_assertions) {
+        eprintln!("cortex-perf: this is a debug build; its timings mean nothing (use --release)");
+    }
     let (mut sizes, mut dims, queries) = if opts.quick {
         (vec![1_000, 5_000], vec![384], 20)
     } else {
