@@ -27,7 +27,7 @@ pub(crate) const VECTOR_HNSW_MAX_DIM: usize = 2000;
 pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
 /// pgvector's upper bound for `hnsw.ef_search`.
 const MAX_EF_SEARCH: usize = 1000;
-const MIN_EF_SEARCH: usize = 40;
+const MIN_EF_SEARCH: usize = 100;
 
 /// How one search picks its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +57,12 @@ pub(crate) fn hnsw_candidates(pool: usize) -> usize {
     pool.saturating_add((pool / 4).max(8))
 }
 
-/// `hnsw.ef_search` for a candidate count: at least the count (pgvector caps it at 1000;
-/// iterative scanning goes on past it when the user filter drops rows).
+/// `hnsw.ef_search` for a candidate count: twice the count, at least 100 (pgvector caps
+/// it at 1000; iterative scanning goes on past it when the user filter drops rows). With
+/// just the count, tightly clustered data lost recall (0.87 overlap@10 at 100k memories in
+/// the bench) for a few milliseconds saved.
 pub(crate) fn ef_search(candidates: usize) -> usize {
-    candidates.clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
+    candidates.saturating_mul(2).clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
 }
 
 /// The indexed expression for `dimension`, as the index and the query must both write it.
@@ -155,7 +157,8 @@ mod tests {
         assert!(candidate_margin(384) > 384.0 * 2.0 * f64::powi(2.0, -24));
         assert_eq!(hnsw_candidates(40), 50);
         assert_eq!(hnsw_candidates(4), 12);
-        assert_eq!(ef_search(12), 40);
+        assert_eq!(ef_search(12), 100);
+        assert_eq!(ef_search(60), 120);
         assert_eq!(ef_search(5000), 1000);
         assert_eq!(indexed_expression("m.", 384), "(m.embedding::vector(384))");
         assert_eq!(indexed_expression("", 3072), "(embedding::halfvec(3072))");
