@@ -62,7 +62,9 @@ pub(crate) fn hnsw_candidates(pool: usize) -> usize {
 /// just the count, tightly clustered data lost recall (0.87 overlap@10 at 100k memories in
 /// the bench) for a few milliseconds saved.
 pub(crate) fn ef_search(candidates: usize) -> usize {
-    candidates.saturating_mul(2).clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
+    candidates
+        .saturating_mul(2)
+        .clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
 }
 
 /// The indexed expression for `dimension`, as the index and the query must both write it.
