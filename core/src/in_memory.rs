@@ -267,10 +267,12 @@ impl MemoryStore for InMemoryStore {
     async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
         let keys = entity.keys();
         Ok(self.with_user_mut(user, |d| {
-            let found = d
-                .entities
-                .iter_mut()
-                .find(|e| keys.iter().any(|k| e.answers_to(k)));
+            // Keys in order (name first, then aliases), oldest entity first within a key,
+            // as the SQL backends resolve them.
+            let position = keys
+                .iter()
+                .find_map(|k| d.entities.iter().position(|e| e.answers_to(k)));
+            let found = position.map(|i| &mut d.entities[i]);
             match found {
                 Some(existing) => {
                     existing.merge(entity);

@@ -28,7 +28,7 @@ impl EmbeddingSignature {
     /// Inverse of [`encode`](Self::encode); `None` for text that is not a signature.
     pub fn decode(text: &str) -> Option<Self> {
         let (model, dim) = text.rsplit_once('@')?;
-        let dimension = dim.parse().ok()?;
+        let dimension = dim.parse().ok().filter(|d| *d > 0)?;
         Some(Self::new(model, dimension))
     }
 }
@@ -49,5 +49,6 @@ mod tests {
         assert_eq!(EmbeddingSignature::decode(&sig.encode()), Some(sig));
         assert_eq!(EmbeddingSignature::decode("no-dimension"), None);
         assert_eq!(EmbeddingSignature::decode("m@x"), None);
+        assert_eq!(EmbeddingSignature::decode("m@0"), None);
     }
 }

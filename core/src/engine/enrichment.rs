@@ -83,10 +83,21 @@ impl CortexMemory {
                 reason: verdict.reason.clone(),
                 created_at: now(),
             };
-            let generation = self.store.supersede(&memory.user_id, &record).await?;
+            // One failed supersession (the candidate forgotten meanwhile, say) must not
+            // hide the ones already committed.
+            let generation = match self.store.supersede(&memory.user_id, &record).await {
+                Ok(generation) => generation,
+                Err(e) => {
+                    self.enrichment_failed("supersede", memory, &e.into());
+                    continue;
+                }
+            };
             let old_id = old.id;
+            // At exactly one write ahead the index is the live set, so a candidate it
+            // lacks was already stale: nothing to remove, the cache stays valid.
             self.update_cached(&memory.user_id, generation, move |index| {
-                index.remove(&old_id)
+                index.remove(&old_id);
+                true
             })
             .await;
             stale.push(old.id);

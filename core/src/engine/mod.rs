@@ -436,7 +436,9 @@ impl CortexMemory {
         // them without their vectors, so it rebuilds on the next recall instead.
         let in_place = deleted.restored.is_empty();
         self.update_cached(user, deleted.generation, move |index| {
-            in_place && index.remove(&id)
+            // A forgotten memory the index lacks was superseded, not live: still in place.
+            index.remove(&id);
+            in_place
         })
         .await;
         Ok(id)
@@ -584,6 +586,10 @@ impl CortexMemory {
 
     fn slot(&self, user: &str) -> IndexSlot {
         let mut slots = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        // Look up before inserting: `entry` would allocate the key on every recall.
+        if let Some(slot) = slots.get(user) {
+            return slot.clone();
+        }
         slots.entry(user.to_owned()).or_default().clone()
     }
 
@@ -619,7 +625,16 @@ impl CortexMemory {
         generation: Generation,
         apply: impl FnOnce(&mut MemoryIndex) -> bool,
     ) {
-        let slot = self.slot(user);
+        // Only a cache that exists is updated; a write must not create one.
+        let slot = self
+            .indexes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(user)
+            .cloned();
+        let Some(slot) = slot else {
+            return;
+        };
         let mut cached = slot.write().await;
         let Some(built) = cached.as_mut() else {
             return;

@@ -28,6 +28,9 @@ impl DenseMatrix {
     /// Moves the last row into `row` and drops the last row (mirrors `Vec::swap_remove`).
     pub(crate) fn swap_remove(&mut self, row: usize) {
         let d = self.dimension;
+        if d == 0 {
+            return;
+        }
         let last = self.data.len() / d - 1;
         if row != last {
             self.data.copy_within(last * d..(last + 1) * d, row * d);
@@ -41,6 +44,9 @@ impl DenseMatrix {
 
     /// Dot product of `query` with every row, in row order.
     pub(crate) fn scores(&self, query: &[f32]) -> Vec<f32> {
+        if self.dimension == 0 {
+            return Vec::new();
+        }
         // Widen the query once instead of once per row.
         let query: Vec<f64> = query.iter().map(|x| f64::from(*x)).collect();
         self.data
