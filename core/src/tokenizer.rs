@@ -21,21 +21,32 @@ pub fn split_lowercased(lowered: &str) -> impl Iterator<Item = &str> {
 /// tokens. The ordering is what backends sum BM25 contributions in, so every path adds the
 /// same floating-point terms in the same order.
 pub fn term_frequencies(text: &str) -> (BTreeMap<String, u32>, u32) {
-    let mut tf = BTreeMap::new();
-    let mut len = 0u32;
-    for token in tokenize(text) {
-        *tf.entry(token).or_insert(0) += 1;
-        len += 1;
-    }
+    let lowered = text.to_lowercase();
+    let (counts, len) = counted_terms(&lowered);
+    let tf = counts.into_iter().map(|(t, n)| (t.to_owned(), n)).collect();
     (tf, len)
+}
+
+/// The distinct terms of already-lowercased text with their counts, in byte order, and the
+/// number of tokens: the one counting rule every index and backend uses.
+pub fn counted_terms(lowered: &str) -> (Vec<(&str, u32)>, u32) {
+    let mut tokens: Vec<&str> = split_lowercased(lowered).collect();
+    let len = tokens.len() as u32;
+    tokens.sort_unstable();
+    let counts = tokens
+        .chunk_by(|a, b| a == b)
+        .map(|group| (group[0], group.len() as u32))
+        .collect();
+    (counts, len)
 }
 
 /// The distinct query terms in byte order.
 pub fn query_terms(text: &str) -> Vec<String> {
-    let mut terms = tokenize(text);
+    let lowered = text.to_lowercase();
+    let mut terms: Vec<&str> = split_lowercased(&lowered).collect();
     terms.sort_unstable();
     terms.dedup();
-    terms
+    terms.into_iter().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -46,17 +46,12 @@ impl LexicalIndex {
         // Count on borrowed slices of one lowercased copy; only a term new to the index
         // allocates its own string.
         let lowered = text.to_lowercase();
-        let mut tokens: Vec<&str> = crate::tokenizer::split_lowercased(&lowered).collect();
-        let len = tokens.len() as u32;
-        tokens.sort_unstable();
-        let mut terms: Vec<(u32, u32)> = Vec::new();
-        for group in tokens.chunk_by(|a, b| a == b) {
-            let id = self.intern(group[0]);
-            self.postings[id as usize].push(Posting {
-                row,
-                tf: group.len() as u32,
-            });
-            terms.push((id, group.len() as u32));
+        let (counts, len) = crate::tokenizer::counted_terms(&lowered);
+        let mut terms: Vec<(u32, u32)> = Vec::with_capacity(counts.len());
+        for (term, tf) in counts {
+            let id = self.intern(term);
+            self.postings[id as usize].push(Posting { row, tf });
+            terms.push((id, tf));
         }
         self.doc_terms.push(terms);
         self.doc_len.push(len);
