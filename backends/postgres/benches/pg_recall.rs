@@ -291,8 +291,11 @@ async fn main() {
             .unwrap();
         let build = start.elapsed().as_secs_f64();
         if std::env::var("CORTEX_BENCH_EXPLAIN").is_ok() {
-            for line in hnsw.explain_search(USER, &dense_only[0]).await.unwrap() {
-                eprintln!("{line}");
+            for request in [&dense_only[0], &hybrid[0], &hybrid[1], &hybrid[2]] {
+                eprintln!("-- {:?}", request.terms);
+                for line in hnsw.explain_search(USER, request).await.unwrap() {
+                    eprintln!("{line}");
+                }
             }
         }
         eprintln!("HNSW searches...");

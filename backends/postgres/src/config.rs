@@ -14,6 +14,10 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 /// docs/BENCHMARKS.md), and below it an approximate index buys little and costs recall.
 pub const DEFAULT_HNSW_THRESHOLD: u64 = 20_000;
 
+/// How many postings a search's rarest query terms may have in all for the BM25 side to
+/// try pruning (see `search`): what it reads before it knows whether pruning holds.
+pub const DEFAULT_PRUNE_BUDGET: u64 = 8192;
+
 /// How the pushdown finds its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DenseMode {
@@ -69,6 +73,9 @@ pub struct PostgresConfig {
     /// Whether the store advertises the search pushdown. Off, the engine takes the
     /// build_index path (useful to compare the two, or to spread CPU to the clients).
     pub pushdown: bool,
+    /// The BM25 pruning budget of the pushdown (postings of the rarest query terms). Any
+    /// value gives the same results; 0 turns pruning off.
+    pub prune_budget: u64,
 }
 
 impl PostgresConfig {
@@ -81,12 +88,14 @@ impl PostgresConfig {
             dense_mode: DenseMode::default(),
             hnsw_threshold: DEFAULT_HNSW_THRESHOLD,
             pushdown: true,
+            prune_budget: DEFAULT_PRUNE_BUDGET,
         }
     }
 
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
-    /// `CORTEX_PG_HNSW_THRESHOLD` and `CORTEX_PG_PUSHDOWN` (1/0).
+    /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0) and
+    /// `CORTEX_PG_PRUNE_BUDGET`.
     pub fn from_env() -> Result<Self, StoreError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -118,6 +127,9 @@ impl PostgresConfig {
         }
         if let Some(n) = get("CORTEX_PG_HNSW_THRESHOLD") {
             config.hnsw_threshold = parse_number("CORTEX_PG_HNSW_THRESHOLD", &n)?;
+        }
+        if let Some(n) = get("CORTEX_PG_PRUNE_BUDGET") {
+            config.prune_budget = parse_number("CORTEX_PG_PRUNE_BUDGET", &n)?;
         }
         if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
             config.pushdown = match flag.trim().to_ascii_lowercase().as_str() {
@@ -156,6 +168,7 @@ impl fmt::Debug for PostgresConfig {
             .field("dense_mode", &self.dense_mode)
             .field("hnsw_threshold", &self.hnsw_threshold)
             .field("pushdown", &self.pushdown)
+            .field("prune_budget", &self.prune_budget)
             .finish()
     }
 }

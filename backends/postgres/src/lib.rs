@@ -25,7 +25,9 @@ mod sql;
 mod store;
 mod tls;
 
-pub use config::{DEFAULT_HNSW_THRESHOLD, DEFAULT_POOL_SIZE, DenseMode, PostgresConfig};
+pub use config::{
+    DEFAULT_HNSW_THRESHOLD, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig,
+};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use store::PostgresStore;
 

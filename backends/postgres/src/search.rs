@@ -8,7 +8,8 @@
 //!   every run of near-equal distances re-ordered by the core's own cosine
 //!   (`cortex_unit_dot`), 1-based, ties by insertion sequence;
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
-//!   (memory, term), summed in the query terms' order (byte order), only memories with a
+//!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
+//!   the query terms' order (byte order, see [`summed_in_order`]), only memories with a
 //!   query term, ranked by score then sequence;
 //! - fusion: `1 / (60 + dense_rank)` then `+ 1 / (60 + lexical_rank)`, ordered by score
 //!   then sequence, the best `top_k`.
@@ -38,7 +39,9 @@ pub(crate) fn statement(
     unit_query: &[f32],
     terms: &[String],
     top_k: usize,
+    prune_budget: u64,
 ) -> Built {
+    let budget = i64::try_from(prune_budget).unwrap_or(i64::MAX);
     let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
     let memories = || names.table("memories");
@@ -224,58 +227,161 @@ pub(crate) fn statement(
             .and_where(Expr::cust("s.doc_count > 0"))
             .to_owned(),
     );
+    let bm25 = [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B];
     cte(
         &mut with,
         "l_idf",
         Query::select()
             .column(("q", "term"))
             .column(("q", "ord"))
-            // bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5))
+            .column(("t", "df"))
+            // bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5)), df kept by the postings'
+            // triggers (a term no live memory holds has no row).
+            .expr_as(Expr::cust(IDF), "idf")
+            // No posting of the term scores more than one with its largest tf in its
+            // shortest memory (the score rises with tf and falls with length).
             .expr_as(
-                Expr::cust(
-                    "ln(1::float8 + (s.n - count(*)::float8 + 0.5::float8) \
-                     / (count(*)::float8 + 0.5::float8))",
+                Expr::cust_with_values(
+                    format!(
+                        "({IDF}) * (t.max_tf::float8 * $1::float8 / (t.max_tf::float8 \
+                         + $2::float8 * ($3::float8 + $4::float8 * t.min_len::float8 \
+                         / s.avgdl)))"
+                    ),
+                    bm25,
                 ),
-                "idf",
+                "ub",
             )
             .from_as("q_terms", "q")
             .join_as(
                 JoinType::InnerJoin,
-                names.table("postings"),
-                "p",
-                Expr::cust_with_values("p.user_id = $1 AND p.term = q.term", [user]),
+                names.table("terms"),
+                "t",
+                Expr::cust_with_values("t.user_id = $1 AND t.term = q.term AND t.df > 0", [user]),
             )
             .join_as(JoinType::InnerJoin, "stats", "s", Expr::cust("true"))
-            .group_by_col(("q", "term"))
-            .group_by_col(("q", "ord"))
-            .group_by_col(("s", "n"))
+            .to_owned(),
+    );
+    // Pruning (MaxScore): the rarest terms, up to the budget's postings in all, are
+    // "essential"; the memories holding one are the candidates, scored first on those
+    // terms alone (`partial`). A memory holding only other terms scores at most `rest`,
+    // the sum of their bounds. When the pool-th best partial score beats `rest`, no such
+    // memory can reach the pool, and only candidates whose partial score plus `rest`
+    // reaches that cut are scored in full (their other terms by key lookups). Otherwise
+    // every posting of every term is scored, as without pruning. Either way the pool is
+    // exactly the one scoring everything gives.
+    cte(
+        &mut with,
+        "l_split",
+        Query::select()
+            .columns(["term", "ord", "idf", "ub"])
+            .expr_as(Expr::cust("sum(df) OVER (ORDER BY df, ord)"), "cum")
+            .from("l_idf")
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "l_rest",
+        Query::select()
+            .expr_as(
+                Expr::cust_with_values(
+                    "COALESCE(sum(ub), 0::float8) * $1::float8 + $2::float8",
+                    [1.0 + BOUND_SLACK, BOUND_SLACK],
+                ),
+                "rest",
+            )
+            .from("l_split")
+            .and_where(Expr::cust_with_values("cum > $1", [budget]))
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "c_part",
+        Query::select()
+            .column("seq")
+            .expr_as(Expr::cust(summed_in_order(terms.len())), "partial")
+            .from_subquery(
+                term_scores(names, user, "l_split", "e")
+                    .and_where(Expr::cust_with_values("e.cum <= $1", [budget]))
+                    .to_owned(),
+                "c",
+            )
+            .group_by_col("seq")
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "gate",
+        Query::select()
+            .column(("c", "cut"))
+            .column(("r", "rest"))
+            .expr_as(Expr::cust("c.cut > r.rest"), "ok")
+            .from_subquery(
+                Query::select()
+                    .expr_as(Expr::col("partial"), "cut")
+                    .from("c_part")
+                    .order_by("partial", Order::Desc)
+                    .limit(1)
+                    .offset(sql_count(pool) - 1)
+                    .to_owned(),
+                "c",
+            )
+            .join_as(JoinType::InnerJoin, "l_rest", "r", Expr::cust("true"))
+            .to_owned(),
+    );
+    let pruned = "COALESCE((SELECT ok FROM gate), false)";
+    cte(
+        &mut with,
+        "l_terms",
+        Query::select()
+            .columns(["seq", "ord", "v"])
+            .from_subquery(
+                // Pruned: the surviving candidates, every term, by key.
+                Query::select()
+                    .column(("c", "seq"))
+                    .column(("i", "ord"))
+                    .expr_as(Expr::cust_with_values(TERM_SCORE, bm25), "v")
+                    .from_as("c_part", "c")
+                    .join_as(
+                        JoinType::InnerJoin,
+                        "gate",
+                        "g",
+                        Expr::cust("g.ok AND c.partial + g.rest >= g.cut"),
+                    )
+                    .join_as(JoinType::InnerJoin, "l_idf", "i", Expr::cust("true"))
+                    .join_lateral(
+                        JoinType::InnerJoin,
+                        Query::select()
+                            .columns([("p", "tf"), ("p", "doc_len")])
+                            .from_as(names.table("postings"), "p")
+                            .and_where(Expr::cust_with_values(
+                                "p.user_id = $1 AND p.term = i.term AND p.seq = c.seq",
+                                [user],
+                            ))
+                            .to_owned(),
+                        "p",
+                        Expr::cust("true"),
+                    )
+                    .cross_join("stats")
+                    .union(
+                        sea_query::UnionType::All,
+                        // Not pruned: every posting of every term.
+                        term_scores(names, user, "l_idf", "i")
+                            .and_where(Expr::cust(format!("NOT {pruned}")))
+                            .to_owned(),
+                    )
+                    .to_owned(),
+                "x",
+            )
             .to_owned(),
     );
     cte(
         &mut with,
         "l_scored",
         Query::select()
-            .column(("p", "seq"))
-            // bm25_term_score: idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))),
-            // summed in the terms' order.
-            .expr_as(
-                Expr::cust_with_values(
-                    "sum(i.idf * (p.tf::float8 * $1::float8 / (p.tf::float8 + $2::float8 \
-                     * ($3::float8 + $4::float8 * p.doc_len::float8 / s.avgdl))) \
-                     ORDER BY i.ord)",
-                    [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B],
-                ),
-                "score",
-            )
-            .from_as("l_idf", "i")
-            .join_as(
-                JoinType::InnerJoin,
-                names.table("postings"),
-                "p",
-                Expr::cust_with_values("p.user_id = $1 AND p.term = i.term", [user]),
-            )
-            .join_as(JoinType::InnerJoin, "stats", "s", Expr::cust("true"))
-            .group_by_col(("p", "seq"))
+            .column("seq")
+            .expr_as(Expr::cust(summed_in_order(terms.len())), "score")
+            .from("l_terms")
+            .group_by_col("seq")
             .to_owned(),
     );
     cte(&mut with, "lexical", ranked("l_scored", pool));
@@ -336,6 +442,69 @@ pub(crate) fn statement(
     build(&select)
 }
 
+/// bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5)), over `l_idf`'s `t` and `stats`' `s`.
+const IDF: &str =
+    "ln(1::float8 + (s.n - t.df::float8 + 0.5::float8) / (t.df::float8 + 0.5::float8))";
+
+/// bm25_term_score over `i.idf` and a posting `p` ($1..$4: k1 + 1, k1, 1 - b, b):
+/// idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))).
+const TERM_SCORE: &str = "i.idf * (p.tf::float8 * $1::float8 / (p.tf::float8 + $2::float8 \
+     * ($3::float8 + $4::float8 * p.doc_len::float8 / stats.avgdl)))";
+
+/// Relative (and absolute) widening of the bounds, far above float rounding: a looser
+/// bound only prunes a little less.
+const BOUND_SLACK: f64 = 1e-6;
+
+/// `(seq, ord, v)`: every posting of the terms in `source` (aliased `alias`, with `term`,
+/// `ord` and `idf`), with its term score.
+fn term_scores(
+    names: &Names,
+    user: &str,
+    source: &'static str,
+    alias: &'static str,
+) -> SelectStatement {
+    Query::select()
+        .column(("p", "seq"))
+        .expr_as(Expr::col((alias, "ord")), "ord")
+        .expr_as(
+            Expr::cust_with_values(
+                TERM_SCORE.replace("i.idf", &format!("{alias}.idf")),
+                [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B],
+            ),
+            "v",
+        )
+        .from_as(source, alias)
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("postings"),
+            "p",
+            Expr::cust_with_values(format!("p.user_id = $1 AND p.term = {alias}.term"), [user]),
+        )
+        .cross_join("stats")
+        .to_owned()
+}
+
+/// Above this many query terms the per-memory sum is an ordered aggregate instead of one
+/// column per term (whose expression grows with the terms).
+const MAX_UNROLLED_TERMS: usize = 32;
+
+/// A memory's BM25 score from its `l_terms` rows: the core adds the terms' scores in the
+/// query terms' order starting from zero, and float addition is not associative, so the
+/// SQL must add in that order too. `sum(v ORDER BY ord)` says so but keeps Postgres from
+/// hashing the groups (it sorts every posting by memory, then each group by term); one
+/// `max(v) FILTER (WHERE ord = i)` column per term (each memory has at most one row per
+/// term) added left to right is the same fold, and hashes. A term the memory lacks adds
+/// zero, which changes no sum of non-negative scores.
+fn summed_in_order(term_count: usize) -> String {
+    if term_count == 0 || term_count > MAX_UNROLLED_TERMS {
+        return "sum(v ORDER BY ord)".to_owned();
+    }
+    (1..=term_count)
+        .map(|ord| format!("COALESCE(max(v) FILTER (WHERE ord = {ord}), 0::float8)"))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
 /// `source`'s rows ranked 1-based by score, ties by sequence, the best `pool`.
 fn ranked(source: &'static str, pool: usize) -> SelectStatement {
     Query::select()
@@ -373,4 +542,22 @@ pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreErro
         },
         get(row, 10)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_fold_left_in_term_order() {
+        assert_eq!(
+            summed_in_order(2),
+            "COALESCE(max(v) FILTER (WHERE ord = 1), 0::float8) + \
+             COALESCE(max(v) FILTER (WHERE ord = 2), 0::float8)"
+        );
+        assert_eq!(
+            summed_in_order(MAX_UNROLLED_TERMS + 1),
+            "sum(v ORDER BY ord)"
+        );
+    }
 }

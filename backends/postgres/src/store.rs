@@ -232,6 +232,7 @@ impl PostgresStore {
             &unit,
             &request.terms,
             request.top_k,
+            self.inner.config.prune_budget,
         );
         let explained = (format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), values);
         let pool_size = cortex_core::candidate_pool(request.top_k);
@@ -698,6 +699,7 @@ impl MemoryStore for PostgresStore {
             &unit,
             &request.terms,
             request.top_k,
+            self.inner.config.prune_budget,
         );
         let pool_size = cortex_core::candidate_pool(request.top_k);
         let found = self.run_search(plan, &built, pool_size).await?;

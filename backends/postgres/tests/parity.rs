@@ -14,7 +14,7 @@ use cortex_core::{
     EmbeddingSignature, MemoryId, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest,
     hybrid_retrieve,
 };
-use cortex_postgres::DenseMode;
+use cortex_postgres::{DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;
 use support::TestSchema;
@@ -88,6 +88,8 @@ fn corpus(rng: &mut Rng, n: usize) -> Vec<String> {
 fn queries(rng: &mut Rng, n: usize) -> Vec<String> {
     let words: Vec<&str> = VOCABULARY.split_whitespace().collect();
     let mut out: Vec<String> = QUERIES.iter().map(|s| (*s).to_owned()).collect();
+    // More distinct terms than the search unrolls into columns: the ordered-sum form.
+    out.push(VOCABULARY.split_whitespace().take(45).collect::<Vec<_>>().join(" "));
     while out.len() < n {
         let len = 1 + rng.below(5);
         let mut q: Vec<&str> = (0..len).map(|_| words[rng.zipf(words.len())]).collect();
@@ -163,6 +165,16 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     let sqlite = SqliteStore::open(dir.path().join("parity.db")).unwrap();
     let schema = TestSchema::new(tag, true, DenseMode::Exact).await;
     let pg = schema.store().await;
+    // The same tables searched with BM25 pruning at other budgets: off, and small enough
+    // that common terms fall outside the essential set (bounds and cut both matter).
+    let mut budgets = Vec::new();
+    for budget in [0, 5, 60] {
+        let config = PostgresConfig {
+            prune_budget: budget,
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+        };
+        budgets.push((budget, PostgresStore::connect(config).await.unwrap()));
+    }
     let dimension = embedder.dimension();
     let signature = EmbeddingSignature::new("parity", dimension);
     let user = format!("parity-{tag}");
@@ -259,7 +271,19 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
                 &expected,
                 &from_pg_index,
             );
-            same(&format!("{label} (postgres pushdown)"), &expected, &pushed);
+            same(
+                &format!("{label} (postgres pushdown, prune budget {DEFAULT_PRUNE_BUDGET})"),
+                &expected,
+                &pushed,
+            );
+            for (budget, store) in &budgets {
+                let pushed = store.search(&user, &request).await.unwrap();
+                same(
+                    &format!("{label} (postgres pushdown, prune budget {budget})"),
+                    &expected,
+                    &pushed,
+                );
+            }
             compared += 1;
         }
     }
