@@ -4,12 +4,17 @@
 //! ```text
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
+//!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
+//!      [--pg-ef 100,200,400]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
-//! small sizes (CI runs it to keep it working, and asserts nothing about time).
+//! small sizes (CI runs it to keep it working, and asserts nothing about time). With
+//! `--postgres`, the Postgres pushdown is measured too, in schemas `cortex_bench_<N>`
+//! of that database (dropped afterwards unless `--pg-keep`).
 
 mod corpus;
 mod peer;
+mod postgres;
 mod stats;
 
 use std::sync::Arc;
@@ -37,6 +42,12 @@ struct Options {
     json: Option<String>,
     sizes: Option<Vec<usize>>,
     dims: Option<Vec<usize>>,
+    postgres: Option<String>,
+    pg_sizes: Option<Vec<usize>>,
+    pg_queries: Option<usize>,
+    pg_keep: bool,
+    pg_explain: bool,
+    pg_ef: Vec<usize>,
 }
 
 fn options() -> Options {
@@ -54,6 +65,12 @@ fn options() -> Options {
         json: value("--json"),
         sizes: list("--sizes"),
         dims: list("--dims"),
+        postgres: value("--postgres"),
+        pg_sizes: list("--pg-sizes"),
+        pg_queries: value("--pg-queries").and_then(|v| v.parse().ok()),
+        pg_keep: args.iter().any(|a| a == "--pg-keep"),
+        pg_explain: args.iter().any(|a| a == "--pg-explain"),
+        pg_ef: list("--pg-ef").unwrap_or_default(),
     }
 }
 
@@ -93,7 +110,25 @@ async fn main() -> Result<(), BoxError> {
         write["count"],
         write["seconds"].as_f64().unwrap_or(0.0)
     );
-    let out = json!({ "sqlite_path": report, "memorize": write, "quick": opts.quick });
+    let pg = match &opts.postgres {
+        Some(url) => {
+            let pg = postgres::PgOptions {
+                url: url.clone(),
+                sizes: opts.pg_sizes.clone().unwrap_or(match opts.quick {
+                    true => vec![2_000],
+                    false => vec![10_000, 100_000],
+                }),
+                queries: opts.pg_queries.unwrap_or(if opts.quick { 20 } else { 100 }),
+                keep: opts.pg_keep,
+                explain: opts.pg_explain,
+                ef_sweep: opts.pg_ef.clone(),
+            };
+            postgres::measure(&pg).await?
+        }
+        None => Value::Null,
+    };
+    let out =
+        json!({ "sqlite_path": report, "memorize": write, "postgres": pg, "quick": opts.quick });
     if let Some(path) = opts.json {
         std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
         eprintln!("wrote {path}");

@@ -76,6 +76,9 @@ pub struct PostgresConfig {
     /// The BM25 pruning budget of the pushdown (postings of the rarest query terms). Any
     /// value gives the same results; 0 turns pruning off.
     pub prune_budget: u64,
+    /// `hnsw.ef_search` for every HNSW search; `None` picks it from the candidate count
+    /// (twice the count, at least 100). Higher finds more of the exact neighbours, slower.
+    pub ef_search: Option<usize>,
 }
 
 impl PostgresConfig {
@@ -89,13 +92,14 @@ impl PostgresConfig {
             hnsw_threshold: DEFAULT_HNSW_THRESHOLD,
             pushdown: true,
             prune_budget: DEFAULT_PRUNE_BUDGET,
+            ef_search: None,
         }
     }
 
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
-    /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0) and
-    /// `CORTEX_PG_PRUNE_BUDGET`.
+    /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`
+    /// and `CORTEX_PG_EF_SEARCH` (1-1000).
     pub fn from_env() -> Result<Self, StoreError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -130,6 +134,15 @@ impl PostgresConfig {
         }
         if let Some(n) = get("CORTEX_PG_PRUNE_BUDGET") {
             config.prune_budget = parse_number("CORTEX_PG_PRUNE_BUDGET", &n)?;
+        }
+        if let Some(ef) = get("CORTEX_PG_EF_SEARCH").filter(|v| !v.trim().is_empty()) {
+            let ef: usize = parse_number("CORTEX_PG_EF_SEARCH", &ef)?;
+            if !(1..=1000).contains(&ef) {
+                return Err(StoreError::Config(format!(
+                    "CORTEX_PG_EF_SEARCH must be 1 to 1000 (pgvector's range); got {ef}"
+                )));
+            }
+            config.ef_search = Some(ef);
         }
         if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
             config.pushdown = match flag.trim().to_ascii_lowercase().as_str() {
@@ -169,6 +182,7 @@ impl fmt::Debug for PostgresConfig {
             .field("hnsw_threshold", &self.hnsw_threshold)
             .field("pushdown", &self.pushdown)
             .field("prune_budget", &self.prune_budget)
+            .field("ef_search", &self.ef_search)
             .finish()
     }
 }
@@ -242,6 +256,8 @@ mod tests {
             ("CORTEX_PG_DENSE_MODE", "HNSW"),
             ("CORTEX_PG_HNSW_THRESHOLD", "500"),
             ("CORTEX_PG_PUSHDOWN", "0"),
+            ("CORTEX_PG_PRUNE_BUDGET", "0"),
+            ("CORTEX_PG_EF_SEARCH", "300"),
         ]
         .into_iter()
         .collect();
@@ -251,6 +267,9 @@ mod tests {
         assert_eq!(c.dense_mode, DenseMode::Hnsw);
         assert_eq!(c.hnsw_threshold, 500);
         assert!(!c.pushdown);
+        assert_eq!(c.prune_budget, 0);
+        assert_eq!(c.ef_search, Some(300));
+        assert_eq!(PostgresConfig::new("x").prune_budget, DEFAULT_PRUNE_BUDGET);
     }
 
     #[test]
@@ -271,5 +290,8 @@ mod tests {
         assert!(bad("CORTEX_PG_DENSE_MODE", "ivf").contains("CORTEX_PG_DENSE_MODE"));
         assert!(bad("CORTEX_PG_SCHEMA", "Robert'); DROP").contains("schema"));
         assert!(bad("CORTEX_PG_PUSHDOWN", "maybe").contains("CORTEX_PG_PUSHDOWN"));
+        assert!(bad("CORTEX_PG_EF_SEARCH", "0").contains("1 to 1000"));
+        assert!(bad("CORTEX_PG_EF_SEARCH", "5000").contains("1 to 1000"));
+        assert!(bad("CORTEX_PG_PRUNE_BUDGET", "-1").contains("CORTEX_PG_PRUNE_BUDGET"));
     }
 }

@@ -274,7 +274,7 @@ pub(crate) fn statement(
         "l_split",
         Query::select()
             .columns(["term", "ord", "idf", "ub"])
-            .expr_as(Expr::cust("sum(df) OVER (ORDER BY df, ord)"), "cum")
+            .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
             .from("l_idf")
             .to_owned(),
     );
@@ -290,7 +290,7 @@ pub(crate) fn statement(
                 "rest",
             )
             .from("l_split")
-            .and_where(Expr::cust_with_values("cum > $1", [budget]))
+            .and_where(Expr::cust_with_values("cum > $1::int8", [budget]))
             .to_owned(),
     );
     cte(
@@ -301,7 +301,7 @@ pub(crate) fn statement(
             .expr_as(Expr::cust(summed_in_order(terms.len())), "partial")
             .from_subquery(
                 term_scores(names, user, "l_split", "e")
-                    .and_where(Expr::cust_with_values("e.cum <= $1", [budget]))
+                    .and_where(Expr::cust_with_values("e.cum <= $1::int8", [budget]))
                     .to_owned(),
                 "c",
             )
@@ -428,6 +428,7 @@ pub(crate) fn statement(
             ),
             "live",
         )
+        .expr_as(Expr::cust(pruned), "pruned")
         .from_as("fused", "f")
         .join_as(
             JoinType::InnerJoin,
@@ -524,8 +525,8 @@ fn sql_count(n: usize) -> u64 {
     Ord::max(crate::sql::limit(n), 1)
 }
 
-/// One result row, and the user's live count it reported.
-pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreError> {
+/// One result row, the user's live count and whether the BM25 side was pruned.
+pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, bool), StoreError> {
     let memory: Memory = memory_at(row, 0)?;
     let rank = |i: usize| -> Result<Option<u32>, StoreError> {
         get::<Option<i64>>(row, i)?
@@ -541,6 +542,7 @@ pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreErro
             rerank_score: None,
         },
         get(row, 10)?,
+        get(row, 11)?,
     ))
 }
 

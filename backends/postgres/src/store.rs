@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
@@ -50,6 +50,8 @@ struct Inner {
     hnsw_building: AtomicBool,
     /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode.
     live_counts: Mutex<HashMap<String, u64>>,
+    /// Searches whose BM25 side skipped the common terms' postings (diagnostics).
+    pruned_searches: AtomicU64,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -93,6 +95,7 @@ impl PostgresStore {
                 hnsw_ready: AtomicBool::new(false),
                 hnsw_building: AtomicBool::new(false),
                 live_counts: Mutex::new(HashMap::new()),
+                pruned_searches: AtomicU64::new(0),
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -213,6 +216,12 @@ impl PostgresStore {
         counts.insert(user.to_owned(), live);
     }
 
+    /// How many searches of this handle scored only the candidates of their rarest terms
+    /// (BM25 pruning, see `CORTEX_PG_PRUNE_BUDGET`), for diagnostics and tests.
+    pub fn pruned_searches(&self) -> u64 {
+        self.inner.pruned_searches.load(Ordering::Relaxed)
+    }
+
     /// The plan of the search statement for `request` (EXPLAIN ANALYZE, run with the same
     /// settings as the search), for diagnosing a slow recall.
     pub async fn explain_search(
@@ -274,7 +283,11 @@ impl PostgresStore {
             })
             .await
             .map_err(pg_err)?;
-        let ef = dense::ef_search(dense::hnsw_candidates(pool_size)).to_string();
+        let ef = match self.inner.config.ef_search {
+            Some(ef) => ef.clamp(1, 1000),
+            None => dense::ef_search(dense::hnsw_candidates(pool_size)),
+        }
+        .to_string();
         let ef_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef];
         let (begin, set, found, commit) = futures_util::join!(
             client.batch_execute("BEGIN"),
@@ -705,10 +718,15 @@ impl MemoryStore for PostgresStore {
         let found = self.run_search(plan, &built, pool_size).await?;
         let mut out = Vec::with_capacity(found.len());
         let mut live = None;
+        let mut pruned = false;
         for row in &found {
-            let (hit, count) = search::decode(row)?;
+            let (hit, count, was_pruned) = search::decode(row)?;
             live = count.or(live);
+            pruned |= was_pruned;
             out.push(hit);
+        }
+        if pruned {
+            self.inner.pruned_searches.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(n) = live {
             self.remember_live_count(user, u64::try_from(n).unwrap_or(0));

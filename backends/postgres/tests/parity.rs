@@ -89,7 +89,13 @@ fn queries(rng: &mut Rng, n: usize) -> Vec<String> {
     let words: Vec<&str> = VOCABULARY.split_whitespace().collect();
     let mut out: Vec<String> = QUERIES.iter().map(|s| (*s).to_owned()).collect();
     // More distinct terms than the search unrolls into columns: the ordered-sum form.
-    out.push(VOCABULARY.split_whitespace().take(45).collect::<Vec<_>>().join(" "));
+    out.push(
+        VOCABULARY
+            .split_whitespace()
+            .take(45)
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
     while out.len() < n {
         let len = 1 + rng.below(5);
         let mut q: Vec<&str> = (0..len).map(|_| words[rng.zipf(words.len())]).collect();
@@ -287,9 +293,20 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
             compared += 1;
         }
     }
+    let pruned: Vec<(u64, u64)> = budgets
+        .iter()
+        .map(|(budget, store)| (*budget, store.pruned_searches()))
+        .collect();
     eprintln!(
-        "parity {tag}: {} live memories, {compared} (query, top_k) pairs identical",
-        pg_index.len()
+        "parity {tag}: {} live memories, {compared} (query, top_k) pairs identical; \
+         pruned searches by budget: {pruned:?}, default {}",
+        pg_index.len(),
+        pg.pruned_searches()
+    );
+    assert_eq!(pruned[0], (0, 0), "budget 0 never prunes");
+    assert!(
+        pg.pruned_searches() > 0,
+        "the default budget pruned no search: the pruned path went untested"
     );
 }
 

@@ -76,6 +76,134 @@ async fn concurrent_connects_migrate_once() {
     assert_eq!(version, SCHEMA_VERSION.to_string());
 }
 
+/// A store written at schema version 1 (no per-term statistics) upgrades in place: the
+/// migration fills `terms` from the postings, and the pushdown then returns what it
+/// returned before the upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_one_store_upgrades_with_its_term_statistics() {
+    require_db!();
+    let schema = TestSchema::new("upgrade", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 3);
+    let texts = [
+        "deploy the api on friday",
+        "the api gateway times out",
+        "friday deploy freeze, the api too",
+        "lunch with alice on friday",
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        store
+            .add(&memory("u", text), &[1.0, i as f32, 0.5], &sig)
+            .await
+            .unwrap();
+    }
+    let request = SearchRequest {
+        query: "friday api deploy".into(),
+        terms: query_terms("friday api deploy"),
+        embedding: vec![1.0, 1.0, 0.5],
+        top_k: 3,
+    };
+    let before = store.search("u", &request).await.unwrap();
+    assert_eq!(before.len(), 3);
+    let s = &schema.schema;
+    let client = store.pool().get().await.unwrap();
+    // Back to what version 1 wrote.
+    client
+        .batch_execute(&format!(
+            "DROP TABLE \"{s}\".terms;
+             DROP TRIGGER postings_added ON \"{s}\".postings;
+             DROP TRIGGER postings_removed ON \"{s}\".postings;
+             DROP FUNCTION \"{s}\".cortex_postings_added();
+             DROP FUNCTION \"{s}\".cortex_postings_removed();
+             ALTER TABLE \"{s}\".postings DROP CONSTRAINT postings_pkey,
+                 ADD PRIMARY KEY (user_id, term, seq);
+             UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
+        ))
+        .await
+        .unwrap();
+    drop(client);
+    drop(store);
+    let store = schema.store().await;
+    let client = store.pool().get().await.unwrap();
+    let df: i64 = client
+        .query_one(
+            &format!("SELECT df FROM \"{s}\".terms WHERE user_id = 'u' AND term = 'friday'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(df, 3);
+    assert_eq!(store.search("u", &request).await.unwrap(), before);
+    // And the triggers are back: a new memory counts.
+    store
+        .add(&memory("u", "friday again"), &[0.0, 1.0, 0.0], &sig)
+        .await
+        .unwrap();
+    let df: i64 = client
+        .query_one(
+            &format!("SELECT df FROM \"{s}\".terms WHERE user_id = 'u' AND term = 'friday'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(df, 4);
+}
+
+/// BM25 pruning: with a rare and a common query term, a small budget makes the rare
+/// term the only essential one, the search skips the common term's postings, and the
+/// results equal those of a search that scores everything and of the core's index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruned_search_equals_full_scoring() {
+    require_db!();
+    let schema = TestSchema::new("prune", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 4);
+    let mut rng = Rng(9);
+    for i in 0..240 {
+        // "the" everywhere; "zebra" in every sixth memory, more often in shorter ones.
+        let mut text = format!("the note {i} the {}", "filler ".repeat(i % 9));
+        if i % 6 == 0 {
+            text.push_str(&" zebra".repeat(1 + i % 4));
+        }
+        let v = [rng.float(), rng.float(), rng.float(), 1.0];
+        store.add(&memory("u", &text), &v, &sig).await.unwrap();
+    }
+    let at = |budget: u64| {
+        let config = PostgresConfig {
+            prune_budget: budget,
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+        };
+        async move { PostgresStore::connect(config).await.unwrap() }
+    };
+    let (pruning, full) = (at(100).await, at(0).await);
+    let index = store.build_index("u", 4).await.unwrap().index;
+    for (query, top_k) in [("the zebra", 3), ("zebra the note", 5), ("the", 2)] {
+        let request = SearchRequest {
+            query: query.into(),
+            terms: query_terms(query),
+            embedding: vec![0.3, 0.2, 0.1, 1.0],
+            top_k,
+        };
+        let expected =
+            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
+        assert_eq!(
+            pruning.search("u", &request).await.unwrap(),
+            expected,
+            "{query}"
+        );
+        assert_eq!(
+            full.search("u", &request).await.unwrap(),
+            expected,
+            "{query}"
+        );
+    }
+    // The two queries with "zebra" pruned; "the" alone (essential set empty) could not.
+    assert_eq!(pruning.pruned_searches(), 2);
+    assert_eq!(full.pruned_searches(), 0);
+}
+
 /// The SQL cosine equals the core's dense score bit for bit, on dimensions with and
 /// without a tail after the eight lanes, on tiny and huge magnitudes and on ties.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -273,6 +401,32 @@ async fn statistics_stay_exact_under_concurrent_writers() {
         "postings hold exactly the live memories' tokens"
     );
     assert_eq!(generation, 60 + 6 + 6 + 1);
+    // The per-term statistics the triggers keep: df equals a recount of the postings
+    // (no row for a term no live memory holds), and the bounds still bound.
+    let wrong: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM
+                   (SELECT user_id, term, count(*) AS df, max(tf) AS tf, min(doc_len) AS len
+                    FROM \"{s}\".postings GROUP BY user_id, term) p
+                 FULL JOIN \"{s}\".terms t USING (user_id, term)
+                 WHERE p.df IS DISTINCT FROM t.df OR t.max_tf < p.tf OR t.min_len > p.len"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        wrong, 0,
+        "terms rows that disagree with a recount of the postings"
+    );
+    let terms: i64 = client
+        .query_one(&format!("SELECT count(*) FROM \"{s}\".terms"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(terms > 10, "the writes left {terms} term rows");
     assert_eq!(store.count(user).await.unwrap(), 48);
 }
 

@@ -1,0 +1,392 @@
+//! The Postgres pushdown: memorize throughput through the store's `add`, and one `search`
+//! call's latency, exact vs HNSW dense candidates, with HNSW's overlap@10 with exact.
+//!
+//! Vectors: 384 dimensions, unit length, 64 Gaussian clusters of varying spread. Texts:
+//! 4-24 words drawn Zipf-like from a 400-word vocabulary (the commonest words are in half
+//! the memories). One user holds every memory (the per-user filter keeps everything, the
+//! HNSW best case). Queries: a stored vector plus noise with 1-3 words ("hybrid"), or the
+//! same vector with no words ("dense-only", which isolates the vector side).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cortex_core::tokenizer::query_terms;
+use cortex_core::{EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest};
+use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
+use serde_json::{Value, json};
+
+use crate::BoxError;
+use crate::stats::Samples;
+
+const DIM: usize = 384;
+const CLUSTERS: usize = 64;
+const WRITERS: usize = 8;
+const USER: &str = "bench";
+const TOP_K: usize = 10;
+
+/// What to run against which server.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    pub url: String,
+    pub sizes: Vec<usize>,
+    pub queries: usize,
+    /// Keep each size's schema afterwards, and reuse one already holding that many
+    /// memories instead of loading it again (memorize is then not measured).
+    pub keep: bool,
+    /// Print each search plan (EXPLAIN ANALYZE) for the first few queries.
+    pub explain: bool,
+    /// Also run HNSW with these fixed `hnsw.ef_search` values.
+    pub ef_sweep: Vec<usize>,
+}
+
+/// SplitMix64: the same corpus and queries on every run and machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn zipf(&mut self, n: usize) -> usize {
+        ((n as f64).powf(self.unit()) - 1.0) as usize % n
+    }
+    fn normal(&mut self) -> f32 {
+        ((0..6).map(|_| self.unit()).sum::<f64>() - 3.0) as f32 / 0.7
+    }
+}
+
+fn unit(v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    v.into_iter().map(|x| (f64::from(x) / n) as f32).collect()
+}
+
+fn vocabulary() -> Vec<String> {
+    let base = "the a to of and in is for on with at by from my our team project deploy \
+        release build test server database api user customer meeting call email report budget \
+        plan review design code bug fix issue ticket sprint week month year monday friday \
+        morning evening night today tomorrow alice bob carol dana erik fatima berlin lisbon \
+        tokyo paris office home remote coffee tea lunch dinner birthday holiday vacation flight \
+        hotel train doctor dentist invoice payment refund contract vendor security key rotate \
+        backup restore migrate postgres rust python kubernetes docker cluster latency error \
+        timeout retry cache index search vector embedding model prompt token cost price";
+    let mut words: Vec<String> = base.split_whitespace().map(str::to_owned).collect();
+    let mut i = 0;
+    while words.len() < 400 {
+        words.push(format!("{}{}", words[i % 60], i / 60 + 2));
+        i += 1;
+    }
+    words
+}
+
+struct Corpus {
+    texts: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+}
+
+fn corpus(n: usize, rng: &mut Rng) -> Corpus {
+    let words = vocabulary();
+    let centers: Vec<Vec<f32>> = (0..CLUSTERS)
+        .map(|_| unit((0..DIM).map(|_| rng.normal()).collect()))
+        .collect();
+    let spread: Vec<f32> = (0..CLUSTERS)
+        .map(|_| 0.02 + 0.06 * rng.unit() as f32)
+        .collect();
+    let mut texts = Vec::with_capacity(n);
+    let mut vectors = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = 4 + rng.below(21);
+        texts.push(
+            (0..len)
+                .map(|_| words[rng.zipf(words.len())].as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        let c = rng.below(CLUSTERS);
+        vectors.push(unit(
+            centers[c]
+                .iter()
+                .map(|x| x + spread[c] * rng.normal())
+                .collect(),
+        ));
+    }
+    Corpus { texts, vectors }
+}
+
+fn config(url: &str, schema: &str, mode: DenseMode) -> PostgresConfig {
+    PostgresConfig {
+        // Fixed, whatever CORTEX_PG_* says: the bench measures the defaults.
+        schema: Some(schema.to_owned()),
+        dense_mode: mode,
+        pool_size: WRITERS,
+        ..PostgresConfig::new(url)
+    }
+}
+
+/// Memorize rates: one client one add at a time, then `WRITERS` concurrent clients.
+async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), BoxError> {
+    let sig = EmbeddingSignature::new("bench", DIM);
+    let new = |i: usize| NewMemory::new(USER, &corpus.texts[i], MemoryKind::Note, &[], 1 << 16);
+    let sequential = 2000.min(corpus.texts.len());
+    let start = Instant::now();
+    for i in 0..sequential {
+        store.add(&new(i)?, &corpus.vectors[i], &sig).await?;
+    }
+    let one = sequential as f64 / start.elapsed().as_secs_f64();
+    let rest = corpus.texts.len() - sequential;
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let chunk = (sequential..corpus.texts.len())
+            .filter(|i| i % WRITERS == w)
+            .map(|i| Ok((new(i)?, corpus.vectors[i].clone())))
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        let store = store.clone();
+        let sig = sig.clone();
+        tasks.push(tokio::spawn(async move {
+            for (m, v) in chunk {
+                store.add(&m, &v, &sig).await?;
+            }
+            Ok::<_, cortex_core::StoreError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let many = rest as f64 / start.elapsed().as_secs_f64().max(1e-9);
+    Ok((one, many))
+}
+
+struct Run {
+    latencies: Samples,
+    results: Vec<Vec<uuid::Uuid>>,
+}
+
+async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
+    // Warm the statement cache and the buffers.
+    for r in requests.iter().take(5) {
+        store.search(USER, r).await?;
+    }
+    let mut latencies = Samples::default();
+    let mut results = Vec::new();
+    for r in requests {
+        let start = Instant::now();
+        let hits = store.search(USER, r).await?;
+        latencies.push(start.elapsed());
+        results.push(hits.iter().map(|h| h.memory.id).collect());
+    }
+    Ok(Run { latencies, results })
+}
+
+fn overlap(a: &[Vec<uuid::Uuid>], b: &[Vec<uuid::Uuid>]) -> f64 {
+    let mut shared = 0usize;
+    let mut total = 0usize;
+    for (x, y) in a.iter().zip(b) {
+        shared += x.iter().filter(|id| y.contains(id)).count();
+        total += x.len().max(1);
+    }
+    shared as f64 / total.max(1) as f64
+}
+
+fn requests(
+    corpus: &Corpus,
+    rng: &mut Rng,
+    count: usize,
+) -> (Vec<SearchRequest>, Vec<SearchRequest>) {
+    let words = vocabulary();
+    let hybrid: Vec<SearchRequest> = (0..count)
+        .map(|_| {
+            let near = &corpus.vectors[rng.below(corpus.vectors.len())];
+            let embedding = unit(near.iter().map(|x| x + 0.03 * rng.normal()).collect());
+            let text = (0..1 + rng.below(3))
+                .map(|_| words[rng.zipf(words.len())].as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            SearchRequest {
+                terms: query_terms(&text),
+                query: text,
+                embedding,
+                top_k: TOP_K,
+            }
+        })
+        .collect();
+    let dense_only = hybrid
+        .iter()
+        .map(|r| SearchRequest {
+            terms: Vec::new(),
+            ..r.clone()
+        })
+        .collect();
+    (hybrid, dense_only)
+}
+
+async fn explain(
+    store: &PostgresStore,
+    label: &str,
+    requests: &[&SearchRequest],
+) -> Result<(), BoxError> {
+    for request in requests {
+        eprintln!("-- {label} {:?}", request.terms);
+        for line in store.explain_search(USER, request).await? {
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// Runs every size, prints the table's rows and returns them.
+pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
+    println!(
+        "\n| memories | memorize, 1 client (/s) | memorize, {WRITERS} clients (/s) | HNSW build (s) | mode | hybrid p50 (ms) | hybrid p95 (ms) | dense-only p50 (ms) | dense-only p95 (ms) | overlap@10 with exact (hybrid / dense-only) |"
+    );
+    println!("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|");
+    let mut rows = Vec::new();
+    for &n in &opts.sizes {
+        let schema = format!("cortex_bench_{n}");
+        let mut rng = Rng(n as u64);
+        let corpus = corpus(n, &mut rng);
+        let exact = PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?;
+        let reuse = opts.keep && exact.count(USER).await? == n as u64;
+        let mut load_rates = None;
+        let exact = if reuse {
+            eprintln!("reusing the {n} memories in schema {schema}");
+            exact
+        } else {
+            exact
+                .pool()
+                .get()
+                .await?
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await?;
+            let exact = Arc::new(
+                PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?,
+            );
+            eprintln!("loading {n} memories into Postgres...");
+            load_rates = Some(load(exact.clone(), &corpus).await?);
+            exact
+                .pool()
+                .get()
+                .await?
+                .batch_execute(&format!(
+                    "VACUUM ANALYZE {schema}.memories, {schema}.postings, {schema}.terms"
+                ))
+                .await?;
+            PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?
+        };
+        let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
+        if opts.explain {
+            explain(&exact, "exact", &[&hybrid[0], &hybrid[1], &hybrid[2]]).await?;
+        }
+        eprintln!("exact searches...");
+        let exact_h = run(&exact, &hybrid).await?;
+        let exact_d = run(&exact, &dense_only).await?;
+
+        eprintln!("building the HNSW index...");
+        let start = Instant::now();
+        let hnsw = PostgresStore::connect(config(&opts.url, &schema, DenseMode::Hnsw)).await?;
+        let build = start.elapsed();
+        if opts.explain {
+            explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
+        }
+        eprintln!("HNSW searches...");
+        let hnsw_h = run(&hnsw, &hybrid).await?;
+        let hnsw_d = run(&hnsw, &dense_only).await?;
+        let overlaps = (
+            overlap(&exact_h.results, &hnsw_h.results),
+            overlap(&exact_d.results, &hnsw_d.results),
+        );
+
+        let rates =
+            |f: fn((f64, f64)) -> f64| load_rates.map(f).map_or("-".into(), |r| format!("{r:.0}"));
+        let line = |mode: &str,
+                    h: &Run,
+                    d: &Run,
+                    build: &str,
+                    overlap: String,
+                    one: String,
+                    many: String| {
+            println!(
+                "| {n} | {one} | {many} | {build} | {mode} | {:.1} | {:.1} | {:.1} | {:.1} | {overlap} |",
+                h.latencies.p50(),
+                h.latencies.p95(),
+                d.latencies.p50(),
+                d.latencies.p95(),
+            );
+        };
+        line(
+            "exact",
+            &exact_h,
+            &exact_d,
+            "-",
+            "1.000 / 1.000".into(),
+            rates(|r| r.0),
+            rates(|r| r.1),
+        );
+        line(
+            "hnsw",
+            &hnsw_h,
+            &hnsw_d,
+            &format!("{:.1}", secs(build)),
+            format!("{:.3} / {:.3}", overlaps.0, overlaps.1),
+            String::new(),
+            String::new(),
+        );
+        let mut sweep = Vec::new();
+        for &ef in &opts.ef_sweep {
+            let store = PostgresStore::connect(PostgresConfig {
+                ef_search: Some(ef),
+                ..config(&opts.url, &schema, DenseMode::Hnsw)
+            })
+            .await?;
+            let h = run(&store, &hybrid).await?;
+            let d = run(&store, &dense_only).await?;
+            let o = (
+                overlap(&exact_h.results, &h.results),
+                overlap(&exact_d.results, &d.results),
+            );
+            line(
+                &format!("hnsw, ef_search {ef}"),
+                &h,
+                &d,
+                "",
+                format!("{:.3} / {:.3}", o.0, o.1),
+                String::new(),
+                String::new(),
+            );
+            sweep.push(json!({ "ef_search": ef, "hybrid_p50_ms": h.latencies.p50(),
+                "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1 }));
+        }
+        rows.push(json!({
+            "ef_sweep": sweep,
+            "n": n,
+            "memorize_one_client_per_s": load_rates.map(|r| r.0),
+            "memorize_concurrent_per_s": load_rates.map(|r| r.1),
+            "hnsw_build_s": secs(build),
+            "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),
+                       "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
+            "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),
+                      "dense_p50_ms": hnsw_d.latencies.p50(), "dense_p95_ms": hnsw_d.latencies.p95(),
+                      "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1 },
+        }));
+        if !opts.keep {
+            hnsw.pool()
+                .get()
+                .await?
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await?;
+        }
+    }
+    Ok(Value::Array(rows))
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
