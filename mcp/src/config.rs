@@ -26,6 +26,8 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_DENSE_MODE",
     "CORTEX_PG_HNSW_THRESHOLD",
     "CORTEX_PG_PUSHDOWN",
+    "CORTEX_PG_EF_SEARCH",
+    "CORTEX_PG_PRUNE_BUDGET",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
     "CORTEX_TIER",

@@ -289,6 +289,16 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         let exact_h = run(&exact, &hybrid).await?;
         let exact_d = run(&exact, &dense_only).await?;
 
+        // The same searches with BM25 pruning off, side by side.
+        let unpruned = PostgresStore::connect(PostgresConfig {
+            prune_budget: 0,
+            ..config(&opts.url, &schema, DenseMode::Exact)
+        })
+        .await?;
+        eprintln!("exact searches, pruning off...");
+        let unpruned_h = run(&unpruned, &hybrid).await?;
+        let pruned_share = exact.pruned_searches() as f64 / (exact_h.results.len() + 5) as f64;
+
         eprintln!("building the HNSW index...");
         let start = Instant::now();
         let hnsw = PostgresStore::connect(config(&opts.url, &schema, DenseMode::Hnsw)).await?;
@@ -330,6 +340,12 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             rates(|r| r.0),
             rates(|r| r.1),
         );
+        println!(
+            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (pruned: {:.0}% of hybrid searches) |",
+            unpruned_h.latencies.p50(),
+            unpruned_h.latencies.p95(),
+            pruned_share * 100.0
+        );
         line(
             "hnsw",
             &hnsw_h,
@@ -370,6 +386,8 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "memorize_one_client_per_s": load_rates.map(|r| r.0),
             "memorize_concurrent_per_s": load_rates.map(|r| r.1),
             "hnsw_build_s": secs(build),
+            "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
+            "pruned_share": pruned_share,
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),
                        "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),

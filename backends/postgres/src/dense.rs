@@ -27,7 +27,7 @@ pub(crate) const VECTOR_HNSW_MAX_DIM: usize = 2000;
 pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
 /// pgvector's upper bound for `hnsw.ef_search`.
 const MAX_EF_SEARCH: usize = 1000;
-const MIN_EF_SEARCH: usize = 100;
+const MIN_EF_SEARCH: usize = 200;
 
 /// How one search picks its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +57,14 @@ pub(crate) fn hnsw_candidates(pool: usize) -> usize {
     pool.saturating_add((pool / 4).max(8))
 }
 
-/// `hnsw.ef_search` for a candidate count: twice the count, at least 100 (pgvector caps
-/// it at 1000; iterative scanning goes on past it when the user filter drops rows). With
-/// just the count, tightly clustered data lost recall (0.87 overlap@10 at 100k memories in
-/// the bench) for a few milliseconds saved.
+/// `hnsw.ef_search` for a candidate count: four times the count, at least 200 (pgvector
+/// caps it at 1000; iterative scanning goes on past it when the user filter drops rows).
+/// On tightly clustered data at 100k memories (docs/BENCHMARKS.md) the vector side's
+/// overlap@10 with exact search was 0.82 at 40, 0.92 at 100 and 0.97 at 200, for 1.3x the
+/// latency of 100.
 pub(crate) fn ef_search(candidates: usize) -> usize {
     candidates
-        .saturating_mul(2)
+        .saturating_mul(4)
         .clamp(MIN_EF_SEARCH, MAX_EF_SEARCH)
 }
 
@@ -159,8 +160,8 @@ mod tests {
         assert!(candidate_margin(384) > 384.0 * 2.0 * f64::powi(2.0, -24));
         assert_eq!(hnsw_candidates(40), 50);
         assert_eq!(hnsw_candidates(4), 12);
-        assert_eq!(ef_search(12), 100);
-        assert_eq!(ef_search(60), 120);
+        assert_eq!(ef_search(12), 200);
+        assert_eq!(ef_search(60), 240);
         assert_eq!(ef_search(5000), 1000);
         assert_eq!(indexed_expression("m.", 384), "(m.embedding::vector(384))");
         assert_eq!(indexed_expression("", 3072), "(embedding::halfvec(3072))");
