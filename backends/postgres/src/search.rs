@@ -227,7 +227,6 @@ pub(crate) fn statement(
             .and_where(Expr::cust("s.doc_count > 0"))
             .to_owned(),
     );
-    let bm25 = [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B];
     cte(
         &mut with,
         "l_idf",
@@ -247,7 +246,7 @@ pub(crate) fn statement(
                          + $2::float8 * ($3::float8 + $4::float8 * t.min_len::float8 \
                          / s.avgdl)))"
                     ),
-                    bm25,
+                    BM25_PARAMS,
                 ),
                 "ub",
             )
@@ -339,7 +338,7 @@ pub(crate) fn statement(
                 Query::select()
                     .column(("c", "seq"))
                     .column(("i", "ord"))
-                    .expr_as(Expr::cust_with_values(TERM_SCORE, bm25), "v")
+                    .expr_as(term_score("i.idf"), "v")
                     .from_as("c_part", "c")
                     .join_as(
                         JoinType::InnerJoin,
@@ -447,10 +446,20 @@ pub(crate) fn statement(
 const IDF: &str =
     "ln(1::float8 + (s.n - t.df::float8 + 0.5::float8) / (t.df::float8 + 0.5::float8))";
 
-/// bm25_term_score over `i.idf` and a posting `p` ($1..$4: k1 + 1, k1, 1 - b, b):
-/// idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))).
-const TERM_SCORE: &str = "i.idf * (p.tf::float8 * $1::float8 / (p.tf::float8 + $2::float8 \
-     * ($3::float8 + $4::float8 * p.doc_len::float8 / stats.avgdl)))";
+/// The values of [`term_score`]'s `$1..$4`: k1 + 1, k1, 1 - b, b.
+const BM25_PARAMS: [f64; 4] = [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B];
+
+/// bm25_term_score of a posting `p` with the term's `idf` (a column):
+/// idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))), bound to [`BM25_PARAMS`].
+fn term_score(idf: &str) -> Expr {
+    Expr::cust_with_values(
+        format!(
+            "{idf} * (p.tf::float8 * $1::float8 / (p.tf::float8 + $2::float8 \
+             * ($3::float8 + $4::float8 * p.doc_len::float8 / stats.avgdl)))"
+        ),
+        BM25_PARAMS,
+    )
+}
 
 /// Relative (and absolute) widening of the bounds, far above float rounding: a looser
 /// bound only prunes a little less.
@@ -467,13 +476,7 @@ fn term_scores(
     Query::select()
         .column(("p", "seq"))
         .expr_as(Expr::col((alias, "ord")), "ord")
-        .expr_as(
-            Expr::cust_with_values(
-                TERM_SCORE.replace("i.idf", &format!("{alias}.idf")),
-                [BM25_K1 + 1.0, BM25_K1, 1.0 - BM25_B, BM25_B],
-            ),
-            "v",
-        )
+        .expr_as(term_score(&format!("{alias}.idf")), "v")
         .from_as(source, alias)
         .join_as(
             JoinType::InnerJoin,
