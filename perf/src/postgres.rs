@@ -131,7 +131,8 @@ fn config(url: &str, schema: &str, mode: DenseMode) -> PostgresConfig {
     }
 }
 
-/// Memorize rates: one client one add at a time, then `WRITERS` concurrent clients.
+/// Memorize rates: one client one add at a time, then `WRITERS` concurrent clients (NaN,
+/// printed "-", when the first 2,000 were all there was).
 async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), BoxError> {
     let sig = EmbeddingSignature::new("bench", DIM);
     let new = |i: usize| NewMemory::new(USER, &corpus.texts[i], MemoryKind::Note, &[], 1 << 16);
@@ -161,7 +162,10 @@ async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), 
     for t in tasks {
         t.await??;
     }
-    let many = rest as f64 / start.elapsed().as_secs_f64().max(1e-9);
+    let many = match rest {
+        0 => f64::NAN,
+        _ => rest as f64 / start.elapsed().as_secs_f64().max(1e-9),
+    };
     Ok((one, many))
 }
 
@@ -314,8 +318,12 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             overlap(&exact_d.results, &hnsw_d.results),
         );
 
-        let rates =
-            |f: fn((f64, f64)) -> f64| load_rates.map(f).map_or("-".into(), |r| format!("{r:.0}"));
+        let rates = |f: fn((f64, f64)) -> f64| {
+            load_rates
+                .map(f)
+                .filter(|r| r.is_finite())
+                .map_or("-".into(), |r| format!("{r:.0}"))
+        };
         let line = |mode: &str,
                     h: &Run,
                     d: &Run,
@@ -384,7 +392,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "ef_sweep": sweep,
             "n": n,
             "memorize_one_client_per_s": load_rates.map(|r| r.0),
-            "memorize_concurrent_per_s": load_rates.map(|r| r.1),
+            "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
             "hnsw_build_s": secs(build),
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
             "pruned_share": pruned_share,
