@@ -172,6 +172,9 @@ async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), 
 struct Run {
     latencies: Samples,
     results: Vec<Vec<uuid::Uuid>>,
+    /// The same latencies by the BM25 path each search took: full scan, scored once,
+    /// pruned, pruned past the budget.
+    by_path: [Samples; 4],
 }
 
 async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
@@ -181,13 +184,32 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
     }
     let mut latencies = Samples::default();
     let mut results = Vec::new();
+    let mut by_path: [Samples; 4] = Default::default();
     for r in requests {
+        let before = store.lexical_paths();
         let start = Instant::now();
         let hits = store.search(USER, r).await?;
-        latencies.push(start.elapsed());
+        let took = start.elapsed();
+        let after = store.lexical_paths();
+        latencies.push(took);
+        let path = [
+            after.full - before.full,
+            after.once - before.once,
+            after.pruned - before.pruned,
+            after.pruned_extended - before.pruned_extended,
+        ]
+        .iter()
+        .position(|&n| n > 0);
+        if let Some(i) = path {
+            by_path[i].push(took);
+        }
         results.push(hits.iter().map(|h| h.memory.id).collect());
     }
-    Ok(Run { latencies, results })
+    Ok(Run {
+        latencies,
+        results,
+        by_path,
+    })
 }
 
 fn overlap(a: &[Vec<uuid::Uuid>], b: &[Vec<uuid::Uuid>]) -> f64 {
@@ -291,6 +313,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         }
         eprintln!("exact searches...");
         let exact_h = run(&exact, &hybrid).await?;
+        let paths = exact.lexical_paths();
         let exact_d = run(&exact, &dense_only).await?;
 
         // The same searches with BM25 pruning off, side by side.
@@ -301,7 +324,9 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         .await?;
         eprintln!("exact searches, pruning off...");
         let unpruned_h = run(&unpruned, &hybrid).await?;
-        let pruned_share = exact.pruned_searches() as f64 / (exact_h.results.len() + 5) as f64;
+        // Shares of the hybrid searches (with the warm-up ones) by BM25 path.
+        let searches = (paths.full + paths.once + paths.pruned_total()).max(1) as f64;
+        let share = |n: u64| n as f64 * 100.0 / searches;
 
         eprintln!("building the HNSW index...");
         let start = Instant::now();
@@ -349,10 +374,13 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             rates(|r| r.1),
         );
         println!(
-            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (pruned: {:.0}% of hybrid searches) |",
+            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (BM25 paths of the hybrid searches: pruned {:.0}%, of which past the budget {:.0}%; within the budget {:.0}%; full {:.0}%) |",
             unpruned_h.latencies.p50(),
             unpruned_h.latencies.p95(),
-            pruned_share * 100.0
+            share(paths.pruned_total()),
+            share(paths.pruned_extended),
+            share(paths.once),
+            share(paths.full)
         );
         line(
             "hnsw",
@@ -362,6 +390,24 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             format!("{:.3} / {:.3}", overlaps.0, overlaps.1),
             String::new(),
             String::new(),
+        );
+        let by_path = |run: &Run| {
+            [
+                "full scan",
+                "within the budget",
+                "pruned",
+                "pruned past the budget",
+            ]
+            .iter()
+            .zip(&run.by_path)
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(name, s)| format!("{name} {} at p50 {:.1} ms", s.len(), s.p50()))
+            .collect::<Vec<_>>()
+            .join(", ")
+        };
+        println!(
+            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {} |",
+            by_path(&hnsw_h)
         );
         let mut sweep = Vec::new();
         for &ef in &opts.ef_sweep {
@@ -395,7 +441,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
             "hnsw_build_s": secs(build),
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
-            "pruned_share": pruned_share,
+            "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended },
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),
                        "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),

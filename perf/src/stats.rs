@@ -14,6 +14,14 @@ impl Samples {
         out
     }
 
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn push(&mut self, d: Duration) {
         self.0.push(d);
     }

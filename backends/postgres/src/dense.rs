@@ -2,14 +2,19 @@
 //!
 //! pgvector sums in f32 (in whatever order its vectorised loop picks), the core sums exact
 //! f32 products in f64 and rounds to f32, so the two can order near-ties differently, and
-//! the core breaks exact ties by insertion. So `<=>` selects and orders the candidates,
-//! and wherever two consecutive candidates' distances lie within [`candidate_margin`] of
-//! each other the run they belong to is re-ordered with the core's own arithmetic
-//! (`cortex_unit_dot`, see the migration). Across a gap wider than the margin both agree,
-//! so only the runs need the (slower) exact score. In exact mode the candidates are every
-//! live memory within the margin of the pool-th smallest distance: a superset of the
-//! core's pool whatever the rounding, so the ranks equal the core's exactly. In HNSW mode
-//! they are what the index returns.
+//! the core breaks exact ties by insertion. In exact mode `<=>` selects and orders the
+//! candidates, and wherever two consecutive candidates' distances lie within
+//! [`candidate_margin`] of each other the run they belong to is re-ordered with the core's
+//! own arithmetic (`cortex_unit_dot`, see the migration). Across a gap wider than the
+//! margin both agree, so only the runs need the (slower) exact score. The candidates are
+//! every live memory within the margin of the pool-th smallest distance: a superset of the
+//! core's pool whatever the rounding, so the ranks equal the core's exactly.
+//!
+//! HNSW mode is approximate by configuration (its overlap with exact search is measured,
+//! not assumed): the candidates are what the index returns, ranked by pgvector's
+//! full-precision distance, ties by insertion, without the exact re-scoring. That
+//! re-scoring was half of a dense search at 100k memories and only reorders memories whose
+//! distances agree to float rounding, far finer than the index's own error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -51,8 +56,8 @@ pub(crate) fn candidate_margin(dimension: usize) -> f64 {
     (8.0 * dimension as f64 + 64.0) * f64::powi(2.0, -24)
 }
 
-/// How many HNSW candidates to fetch and re-score for a pool: a little more than the
-/// pool, so exact re-ranking can repair the index's order near the cut.
+/// How many HNSW candidates to fetch for a pool: a little more than the pool, so ranking
+/// by the full-precision distance can repair a `halfvec` index's order near the cut.
 pub(crate) fn hnsw_candidates(pool: usize) -> usize {
     pool.saturating_add((pool / 4).max(8))
 }

@@ -3,20 +3,22 @@
 //! [`PostgresStore`] implements [`MemoryStore`](cortex_core::MemoryStore) over a
 //! deadpool-postgres pool, with SQL built by sea-query and every value bound as a parameter.
 //! Besides the `build_index` path it runs the whole hybrid query in one SQL statement (the
-//! `search` pushdown): exact or HNSW dense candidates re-scored with the core's own cosine
-//! arithmetic, BM25 over a postings table written with the core tokenizer, and RRF fusion,
-//! returning what `hybrid_retrieve` returns over `build_index` on the same data.
+//! `search` pushdown): exact dense candidates re-scored with the core's own cosine
+//! arithmetic (or HNSW candidates, approximate by configuration), BM25 over a postings
+//! table written with the core tokenizer, and RRF fusion, returning what `hybrid_retrieve`
+//! returns over `build_index` on the same data when the dense side is exact.
 //!
 //! Module map: [`config`] (settings and `from_env`), `tls` (URL `sslmode` to a rustls
 //! connector), `pool` (connections), `schema` (migrations and identifiers), `postings`
 //! (BM25 postings and per-user statistics), `dense` (exact or HNSW candidate selection),
-//! `search` (the pushdown statement), `codec` (rows to records), `enrichment` (events,
+//! `search` (the pushdown statement), `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment` (events,
 //! entities, edges, links, supersessions) and `store` (the `MemoryStore` impl).
 
 mod codec;
 pub mod config;
 mod dense;
 mod enrichment;
+mod lexical_paths;
 mod pool;
 mod postings;
 mod schema;
@@ -28,6 +30,7 @@ mod tls;
 pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig,
 };
+pub use lexical_paths::{LexicalPath, LexicalPaths};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use store::PostgresStore;
 

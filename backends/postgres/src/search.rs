@@ -6,7 +6,8 @@
 //!
 //! - dense: candidates and their order by pgvector's `<=>` (see [`crate::dense`]), with
 //!   every run of near-equal distances re-ordered by the core's own cosine
-//!   (`cortex_unit_dot`), 1-based, ties by insertion sequence;
+//!   (`cortex_unit_dot`), 1-based, ties by insertion sequence (in HNSW mode, which is
+//!   approximate anyway, by `<=>` alone);
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
 //!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
 //!   the query terms' order (byte order, see [`summed_in_order`]), only memories with a
@@ -27,6 +28,7 @@ use crate::codec::{memory_at, memory_columns};
 use crate::dense::{
     DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
 };
+use crate::lexical_paths::LexicalPath;
 use crate::schema::Names;
 use crate::sql::{Built, build, get};
 
@@ -46,61 +48,10 @@ pub(crate) fn statement(
     let query = Vector::from(unit_query.to_vec());
     let memories = || names.table("memories");
     let mut with = WithClause::new();
-    let cte = |with: &mut WithClause, name: &'static str, select: SelectStatement| {
-        with.cte(
-            CommonTableExpression::new()
-                .query(select)
-                .table_name(name)
-                .to_owned(),
-        );
-    };
 
     // Dense candidates, with pgvector's distance.
-    let margin = candidate_margin(unit_query.len());
     match plan {
-        DensePlan::Exact => {
-            // Every live memory's distance, once (materialised: read twice below).
-            cte(
-                &mut with,
-                "d_all",
-                Query::select()
-                    .column(("m", "seq"))
-                    .expr_as(
-                        Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
-                        "dist",
-                    )
-                    .from_as(memories(), "m")
-                    .and_where(Expr::col(("m", "user_id")).eq(user))
-                    .and_where(Expr::cust("NOT m.superseded"))
-                    .to_owned(),
-            );
-            // The pool-th smallest distance (none when the user has fewer memories).
-            cte(
-                &mut with,
-                "d_cut",
-                Query::select()
-                    .column("dist")
-                    .from("d_all")
-                    .order_by("dist", Order::Asc)
-                    .limit(1)
-                    .offset(sql_count(pool) - 1)
-                    .to_owned(),
-            );
-            // Everything within the margin of the cut: a superset of the core's pool.
-            cte(
-                &mut with,
-                "d_cand",
-                Query::select()
-                    .columns(["seq", "dist"])
-                    .from("d_all")
-                    .and_where(Expr::cust_with_values(
-                        "dist <= COALESCE((SELECT dist FROM d_cut), 'Infinity'::float8) \
-                         + $1::float8",
-                        [margin],
-                    ))
-                    .to_owned(),
-            );
-        }
+        DensePlan::Exact => exact_dense(&mut with, names, user, &query, pool),
         DensePlan::Hnsw { dimension } => {
             // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n.
             // The distance kept is the full-precision one (the index may be halfvec).
@@ -125,77 +76,30 @@ pub(crate) fn statement(
                     .limit(sql_count(hnsw_candidates(pool)))
                     .to_owned(),
             );
+            // Approximate by configuration: ranked by pgvector's own distance, ties by
+            // insertion. Re-scoring near-ties with the core's arithmetic (as exact mode
+            // does) cost half of a dense search at 100k and only reorders memories whose
+            // distances agree to float rounding, far finer than the index's own error.
+            cte(
+                &mut with,
+                "dense",
+                Query::select()
+                    .column("seq")
+                    .expr_as(Expr::cust("row_number() OVER (ORDER BY dist, seq)"), "rnk")
+                    .from_subquery(
+                        Query::select()
+                            .columns(["seq", "dist"])
+                            .from("d_cand")
+                            .order_by("dist", Order::Asc)
+                            .order_by("seq", Order::Asc)
+                            .limit(sql_count(pool))
+                            .to_owned(),
+                        "b",
+                    )
+                    .to_owned(),
+            );
         }
     }
-    // Runs of candidates whose consecutive distances lie within the margin: between runs
-    // pgvector's order is the core's; within a run of more than one, only the core's own
-    // arithmetic can order them, so only those are re-scored (with real-valued embeddings
-    // that is almost never; with tied vectors it is every tie).
-    cte(
-        &mut with,
-        "d_gaps",
-        Query::select()
-            .columns(["seq", "dist"])
-            .expr_as(
-                Expr::cust_with_values(
-                    "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
-                     THEN 1 ELSE 0 END",
-                    [margin],
-                ),
-                "step",
-            )
-            .from("d_cand")
-            .to_owned(),
-    );
-    cte(
-        &mut with,
-        "d_runs",
-        Query::select()
-            .columns(["seq", "dist"])
-            .expr_as(Expr::cust("sum(step) OVER (ORDER BY dist, seq)"), "run")
-            .from("d_gaps")
-            .to_owned(),
-    );
-    // The exact score through a keyed lookup, only for rows in runs (a join would read
-    // every candidate's embedding).
-    cte(
-        &mut with,
-        "d_scored",
-        Query::select()
-            .column(("r", "seq"))
-            .column(("r", "run"))
-            .expr_as(
-                Expr::cust_with_values(
-                    format!(
-                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
-                         THEN (SELECT {}(m.embedding::real[], $1::vector::real[]) \
-                               FROM {} m WHERE m.seq = r.seq) END",
-                        names.q("cortex_unit_dot"),
-                        names.q("memories"),
-                    ),
-                    [query],
-                ),
-                "score",
-            )
-            .from_as("d_runs", "r")
-            .to_owned(),
-    );
-    cte(
-        &mut with,
-        "dense",
-        Query::select()
-            .column("seq")
-            .expr_as(
-                Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
-                "rnk",
-            )
-            .from("d_scored")
-            .order_by("run", Order::Asc)
-            .order_by("score", Order::Desc)
-            .order_by("seq", Order::Asc)
-            .limit(sql_count(pool))
-            .to_owned(),
-    );
 
     // Lexical candidates.
     let ordinals: Vec<i64> = (1..=terms.len() as i64).collect();
@@ -260,13 +164,16 @@ pub(crate) fn statement(
             .join_as(JoinType::InnerJoin, "stats", "s", Expr::cust("true"))
             .to_owned(),
     );
-    // Pruning (MaxScore): the rarest terms, up to the budget's postings in all, are
-    // "essential"; the memories holding one are the candidates, scored first on those
-    // terms alone (`partial`). A memory holding only other terms scores at most `rest`,
-    // the sum of their bounds. When the pool-th best partial score beats `rest`, no such
-    // memory can reach the pool, and only candidates whose partial score plus `rest`
-    // reaches that cut are scored in full (their other terms by key lookups). Otherwise
-    // every posting of every term is scored, as without pruning. Either way the pool is
+    // Pruning (MaxScore). The rarest terms, up to the budget's postings in all, are
+    // scored first, alone (`c_part`); the pool-th best of those partial scores (`c_cut`)
+    // is a floor under the pool-th best full score, since adding terms only raises a
+    // score. Walking the terms from the rarest, a term stays essential while the bounds
+    // of it and every commoner term (`tail`) could still reach that floor; the terms past
+    // that point are pruned: a memory holding only those scores below the floor and
+    // cannot enter the pool. The candidates are the memories holding an essential term
+    // whose partial score plus the pruned terms' bounds (`rest`) reaches the floor; they
+    // are scored in full, every term by key lookups. When no term can be pruned every
+    // posting of every term is scored, as without pruning. Either way the pool is
     // exactly the one scoring everything gives.
     cte(
         &mut with,
@@ -274,22 +181,27 @@ pub(crate) fn statement(
         Query::select()
             .columns(["term", "ord", "idf", "ub"])
             .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
+            .expr_as(
+                Expr::cust_with_values(
+                    "sum(ub) OVER (ORDER BY df, ord ROWS BETWEEN CURRENT ROW AND UNBOUNDED \
+                     FOLLOWING) * $1::float8 + $2::float8",
+                    [1.0 + BOUND_SLACK, BOUND_SLACK],
+                ),
+                "tail",
+            )
             .from("l_idf")
             .to_owned(),
     );
+    // Every term within the budget: `c_part` already holds the full scores.
     cte(
         &mut with,
-        "l_rest",
+        "l_once",
         Query::select()
             .expr_as(
-                Expr::cust_with_values(
-                    "COALESCE(sum(ub), 0::float8) * $1::float8 + $2::float8",
-                    [1.0 + BOUND_SLACK, BOUND_SLACK],
-                ),
-                "rest",
+                Expr::cust_with_values("COALESCE(max(cum), 0) <= $1::int8", [budget]),
+                "once",
             )
             .from("l_split")
-            .and_where(Expr::cust_with_values("cum > $1::int8", [budget]))
             .to_owned(),
     );
     cte(
@@ -309,25 +221,116 @@ pub(crate) fn statement(
     );
     cte(
         &mut with,
+        "c_cut",
+        Query::select()
+            .expr_as(Expr::col("partial"), "cut")
+            .from("c_part")
+            .order_by("partial", Order::Desc)
+            .limit(1)
+            .offset(sql_count(pool) - 1)
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "l_ess",
+        Query::select()
+            .columns(["term", "ord", "idf", "cum", "tail"])
+            .expr_as(
+                Expr::cust_with_values(
+                    "cum <= $1::int8 OR COALESCE(tail >= (SELECT cut FROM c_cut), true)",
+                    [budget],
+                ),
+                "essential",
+            )
+            .from("l_split")
+            .to_owned(),
+    );
+    // One row when some term is pruned: the floor and the pruned terms' summed bounds
+    // (the largest tail among them: the tail of the first).
+    cte(
+        &mut with,
         "gate",
         Query::select()
             .column(("c", "cut"))
             .column(("r", "rest"))
             .expr_as(Expr::cust("c.cut > r.rest"), "ok")
-            .from_subquery(
+            .from_as("c_cut", "c")
+            .join_subquery(
+                JoinType::InnerJoin,
                 Query::select()
-                    .expr_as(Expr::col("partial"), "cut")
-                    .from("c_part")
-                    .order_by("partial", Order::Desc)
-                    .limit(1)
-                    .offset(sql_count(pool) - 1)
+                    .expr_as(Expr::cust("max(tail)"), "rest")
+                    .from("l_ess")
+                    .and_where(Expr::cust("NOT essential"))
                     .to_owned(),
-                "c",
+                "r",
+                Expr::cust("r.rest IS NOT NULL"),
             )
-            .join_as(JoinType::InnerJoin, "l_rest", "r", Expr::cust("true"))
             .to_owned(),
     );
     let pruned = "COALESCE((SELECT ok FROM gate), false)";
+    // The memories holding an essential term (those scored in `c_part`, and the ones the
+    // essential terms past the budget add, scanned only when pruning) that could reach the
+    // floor, with their partial scores on the essential terms. Their pool-th best is a
+    // higher floor still (`c_cut2`), which leaves fewer to score in full.
+    cte(
+        &mut with,
+        "c_ess",
+        Query::select()
+            .column(("x", "seq"))
+            .expr_as(Expr::cust("sum(x.partial)"), "partial")
+            .from_subquery(
+                Query::select()
+                    .columns(["seq", "partial"])
+                    .from("c_part")
+                    .union(
+                        sea_query::UnionType::All,
+                        Query::select()
+                            .column("seq")
+                            .expr_as(Expr::col("v"), "partial")
+                            .from_subquery(
+                                term_scores(names, user, "l_ess", "e")
+                                    .and_where(Expr::cust_with_values(
+                                        "e.essential AND e.cum > $1::int8",
+                                        [budget],
+                                    ))
+                                    .and_where(Expr::cust(pruned))
+                                    .to_owned(),
+                                "m",
+                            )
+                            .to_owned(),
+                    )
+                    .to_owned(),
+                "x",
+            )
+            .and_where(Expr::cust(pruned))
+            .group_by_col(("x", "seq"))
+            .and_having(Expr::cust(
+                "sum(x.partial) + (SELECT rest FROM gate) >= (SELECT cut FROM gate)",
+            ))
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "c_cut2",
+        Query::select()
+            .expr_as(Expr::col("partial"), "cut")
+            .from("c_ess")
+            .order_by("partial", Order::Desc)
+            .limit(1)
+            .offset(sql_count(pool) - 1)
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "c_surv",
+        Query::select()
+            .column("seq")
+            .from("c_ess")
+            .and_where(Expr::cust(
+                "partial + (SELECT rest FROM gate) >= (SELECT cut FROM c_cut2)",
+            ))
+            .to_owned(),
+    );
     cte(
         &mut with,
         "l_terms",
@@ -339,13 +342,7 @@ pub(crate) fn statement(
                     .column(("c", "seq"))
                     .column(("i", "ord"))
                     .expr_as(term_score("i.idf"), "v")
-                    .from_as("c_part", "c")
-                    .join_as(
-                        JoinType::InnerJoin,
-                        "gate",
-                        "g",
-                        Expr::cust("g.ok AND c.partial + g.rest >= g.cut"),
-                    )
+                    .from_as("c_surv", "c")
                     .join_as(JoinType::InnerJoin, "l_idf", "i", Expr::cust("true"))
                     .join_lateral(
                         JoinType::InnerJoin,
@@ -356,6 +353,10 @@ pub(crate) fn statement(
                                 "p.user_id = $1 AND p.term = i.term AND p.seq = c.seq",
                                 [user],
                             ))
+                            // At most one row per key anyway; the limit keeps the planner
+                            // from flattening the lookup into a join that reads every
+                            // posting of the common terms (the very lists pruning skips).
+                            .limit(1)
                             .to_owned(),
                         "p",
                         Expr::cust("true"),
@@ -365,7 +366,7 @@ pub(crate) fn statement(
                         sea_query::UnionType::All,
                         // Not pruned: every posting of every term.
                         term_scores(names, user, "l_idf", "i")
-                            .and_where(Expr::cust(format!("NOT {pruned}")))
+                            .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
                             .to_owned(),
                     )
                     .to_owned(),
@@ -381,6 +382,15 @@ pub(crate) fn statement(
             .expr_as(Expr::cust(summed_in_order(terms.len())), "score")
             .from("l_terms")
             .group_by_col("seq")
+            .union(
+                sea_query::UnionType::All,
+                Query::select()
+                    .column("seq")
+                    .expr_as(Expr::col("partial"), "score")
+                    .from("c_part")
+                    .and_where(Expr::cust(ONCE))
+                    .to_owned(),
+            )
             .to_owned(),
     );
     cte(&mut with, "lexical", ranked("l_scored", pool));
@@ -427,7 +437,17 @@ pub(crate) fn statement(
             ),
             "live",
         )
-        .expr_as(Expr::cust(pruned), "pruned")
+        .expr_as(
+            Expr::cust_with_values(
+                format!(
+                    "CASE WHEN {ONCE} THEN 1 WHEN {pruned} THEN \
+                     CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
+                     THEN 3 ELSE 2 END ELSE 0 END"
+                ),
+                [budget],
+            ),
+            "lexical_path",
+        )
         .from_as("fused", "f")
         .join_as(
             JoinType::InnerJoin,
@@ -441,6 +461,136 @@ pub(crate) fn statement(
         .with_cte(with);
     build(&select)
 }
+
+/// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
+/// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal
+/// distances re-ordered by the core's own cosine (`cortex_unit_dot`).
+fn exact_dense(with: &mut WithClause, names: &Names, user: &str, query: &Vector, pool: usize) {
+    let memories = || names.table("memories");
+    let margin = candidate_margin(query.as_slice().len());
+    // Every live memory's distance, once (materialised: read twice below).
+    cte(
+        with,
+        "d_all",
+        Query::select()
+            .column(("m", "seq"))
+            .expr_as(
+                Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
+                "dist",
+            )
+            .from_as(memories(), "m")
+            .and_where(Expr::col(("m", "user_id")).eq(user))
+            .and_where(Expr::cust("NOT m.superseded"))
+            .to_owned(),
+    );
+    // The pool-th smallest distance (none when the user has fewer memories).
+    cte(
+        with,
+        "d_cut",
+        Query::select()
+            .column("dist")
+            .from("d_all")
+            .order_by("dist", Order::Asc)
+            .limit(1)
+            .offset(sql_count(pool) - 1)
+            .to_owned(),
+    );
+    // Everything within the margin of the cut: a superset of the core's pool.
+    cte(
+        with,
+        "d_cand",
+        Query::select()
+            .columns(["seq", "dist"])
+            .from("d_all")
+            .and_where(Expr::cust_with_values(
+                "dist <= COALESCE((SELECT dist FROM d_cut), 'Infinity'::float8) \
+                 + $1::float8",
+                [margin],
+            ))
+            .to_owned(),
+    );
+    // Runs of candidates whose consecutive distances lie within the margin: between runs
+    // pgvector's order is the core's; within a run of more than one, only the core's own
+    // arithmetic can order them, so only those are re-scored (with real-valued embeddings
+    // that is almost never; with tied vectors it is every tie).
+    cte(
+        with,
+        "d_gaps",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(
+                Expr::cust_with_values(
+                    "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
+                     THEN 1 ELSE 0 END",
+                    [margin],
+                ),
+                "step",
+            )
+            .from("d_cand")
+            .to_owned(),
+    );
+    cte(
+        with,
+        "d_runs",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(Expr::cust("sum(step) OVER (ORDER BY dist, seq)"), "run")
+            .from("d_gaps")
+            .to_owned(),
+    );
+    // The exact score through a keyed lookup, only for rows in runs (a join would read
+    // every candidate's embedding).
+    cte(
+        with,
+        "d_scored",
+        Query::select()
+            .column(("r", "seq"))
+            .column(("r", "run"))
+            .expr_as(
+                Expr::cust_with_values(
+                    format!(
+                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
+                         THEN (SELECT {}(m.embedding::real[], $1::vector::real[]) \
+                               FROM {} m WHERE m.seq = r.seq) END",
+                        names.q("cortex_unit_dot"),
+                        names.q("memories"),
+                    ),
+                    [query.clone()],
+                ),
+                "score",
+            )
+            .from_as("d_runs", "r")
+            .to_owned(),
+    );
+    cte(
+        with,
+        "dense",
+        Query::select()
+            .column("seq")
+            .expr_as(
+                Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
+                "rnk",
+            )
+            .from("d_scored")
+            .order_by("run", Order::Asc)
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(sql_count(pool))
+            .to_owned(),
+    );
+}
+
+fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
+    with.cte(
+        CommonTableExpression::new()
+            .query(select)
+            .table_name(name)
+            .to_owned(),
+    );
+}
+
+/// Whether every query term was within the prune budget (see `l_once`).
+const ONCE: &str = "COALESCE((SELECT once FROM l_once), true)";
 
 /// bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5)), over `l_idf`'s `t` and `stats`' `s`.
 const IDF: &str =
@@ -509,7 +659,9 @@ fn summed_in_order(term_count: usize) -> String {
         .join(" + ")
 }
 
-/// `source`'s rows ranked 1-based by score, ties by sequence, the best `pool`.
+/// `source`'s rows ranked 1-based by score, ties by sequence, the best `pool`. The best
+/// `pool` are picked first (a top-N heap sort) and only those numbered: a window over
+/// every row would sort all of them, tens of thousands when a query term is common.
 fn ranked(source: &'static str, pool: usize) -> SelectStatement {
     Query::select()
         .column("seq")
@@ -517,10 +669,16 @@ fn ranked(source: &'static str, pool: usize) -> SelectStatement {
             Expr::cust("row_number() OVER (ORDER BY score DESC, seq ASC)"),
             "rnk",
         )
-        .from(source)
-        .order_by("score", Order::Desc)
-        .order_by("seq", Order::Asc)
-        .limit(sql_count(pool))
+        .from_subquery(
+            Query::select()
+                .columns(["seq", "score"])
+                .from(source)
+                .order_by("score", Order::Desc)
+                .order_by("seq", Order::Asc)
+                .limit(sql_count(pool))
+                .to_owned(),
+            "b",
+        )
         .to_owned()
 }
 
@@ -528,8 +686,8 @@ fn sql_count(n: usize) -> u64 {
     Ord::max(crate::sql::limit(n), 1)
 }
 
-/// One result row, the user's live count and whether the BM25 side was pruned.
-pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, bool), StoreError> {
+/// One result row, the user's live count and the BM25 side's path.
+pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, LexicalPath), StoreError> {
     let memory: Memory = memory_at(row, 0)?;
     let rank = |i: usize| -> Result<Option<u32>, StoreError> {
         get::<Option<i64>>(row, i)?
@@ -545,7 +703,7 @@ pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, bool), Sto
             rerank_score: None,
         },
         get(row, 10)?,
-        get(row, 11)?,
+        LexicalPath::from_code(get(row, 11)?)?,
     ))
 }
 

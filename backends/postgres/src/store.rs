@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
@@ -25,6 +25,7 @@ use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
 use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
+use crate::lexical_paths::{LexicalPaths, PathCounters};
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
@@ -50,8 +51,8 @@ struct Inner {
     hnsw_building: AtomicBool,
     /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode.
     live_counts: Mutex<HashMap<String, u64>>,
-    /// Searches whose BM25 side skipped the common terms' postings (diagnostics).
-    pruned_searches: AtomicU64,
+    /// Which way each search's BM25 side went (diagnostics).
+    lexical_paths: PathCounters,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -95,7 +96,7 @@ impl PostgresStore {
                 hnsw_ready: AtomicBool::new(false),
                 hnsw_building: AtomicBool::new(false),
                 live_counts: Mutex::new(HashMap::new()),
-                pruned_searches: AtomicU64::new(0),
+                lexical_paths: PathCounters::default(),
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -216,10 +217,10 @@ impl PostgresStore {
         counts.insert(user.to_owned(), live);
     }
 
-    /// How many searches of this handle scored only the candidates of their rarest terms
-    /// (BM25 pruning, see `CORTEX_PG_PRUNE_BUDGET`), for diagnostics and tests.
-    pub fn pruned_searches(&self) -> u64 {
-        self.inner.pruned_searches.load(Ordering::Relaxed)
+    /// How many searches of this handle took each BM25 path (pruning, see
+    /// `CORTEX_PG_PRUNE_BUDGET`), for diagnostics and tests.
+    pub fn lexical_paths(&self) -> LexicalPaths {
+        self.inner.lexical_paths.snapshot()
     }
 
     /// The plan of the search statement for `request` (EXPLAIN ANALYZE, run with the same
@@ -718,15 +719,15 @@ impl MemoryStore for PostgresStore {
         let found = self.run_search(plan, &built, pool_size).await?;
         let mut out = Vec::with_capacity(found.len());
         let mut live = None;
-        let mut pruned = false;
+        let mut path = None;
         for row in &found {
-            let (hit, count, was_pruned) = search::decode(row)?;
+            let (hit, count, lexical) = search::decode(row)?;
             live = count.or(live);
-            pruned |= was_pruned;
+            path = Some(lexical);
             out.push(hit);
         }
-        if pruned {
-            self.inner.pruned_searches.fetch_add(1, Ordering::Relaxed);
+        if let Some(path) = path {
+            self.inner.lexical_paths.record(path);
         }
         if let Some(n) = live {
             self.remember_live_count(user, u64::try_from(n).unwrap_or(0));

@@ -14,7 +14,9 @@ use cortex_core::{
     EmbeddingSignature, MemoryId, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest,
     hybrid_retrieve,
 };
-use cortex_postgres::{DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore};
+use cortex_postgres::{
+    DEFAULT_PRUNE_BUDGET, DenseMode, LexicalPaths, PostgresConfig, PostgresStore,
+};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;
 use support::TestSchema;
@@ -293,20 +295,28 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
             compared += 1;
         }
     }
-    let pruned: Vec<(u64, u64)> = budgets
+    let paths: Vec<(u64, LexicalPaths)> = budgets
         .iter()
-        .map(|(budget, store)| (*budget, store.pruned_searches()))
+        .map(|(budget, store)| (*budget, store.lexical_paths()))
         .collect();
     eprintln!(
         "parity {tag}: {} live memories, {compared} (query, top_k) pairs identical; \
-         pruned searches by budget: {pruned:?}, default {}",
+         BM25 paths by prune budget: {paths:?}, default {:?}",
         pg_index.len(),
-        pg.pruned_searches()
+        pg.lexical_paths()
     );
-    assert_eq!(pruned[0], (0, 0), "budget 0 never prunes");
+    assert_eq!(paths[0].1.pruned_total(), 0, "budget 0 never prunes");
     assert!(
-        pg.pruned_searches() > 0,
-        "the default budget pruned no search: the pruned path went untested"
+        paths.iter().any(|(_, p)| p.pruned_total() > 0),
+        "no budget pruned a search: the pruned path went untested"
+    );
+    assert!(
+        paths.iter().any(|(_, p)| p.pruned_extended > 0),
+        "no search pruned with essential terms past the budget: that path went untested"
+    );
+    assert!(
+        pg.lexical_paths().once + pg.lexical_paths().pruned_total() > 0,
+        "the default budget neither scored once nor pruned"
     );
 }
 

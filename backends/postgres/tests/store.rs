@@ -14,7 +14,7 @@ use cortex_core::tokenizer::query_terms;
 use cortex_core::{
     EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
 };
-use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore, SCHEMA_VERSION};
+use cortex_postgres::{DenseMode, LexicalPaths, PostgresConfig, PostgresStore, SCHEMA_VERSION};
 use pgvector::Vector;
 use support::TestSchema;
 
@@ -153,7 +153,9 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
 
 /// BM25 pruning: with a rare and a common query term, a small budget makes the rare
 /// term the only essential one, the search skips the common term's postings, and the
-/// results equal those of a search that scores everything and of the core's index.
+/// results equal those of a search that scores everything and of the core's index. A
+/// mid-frequency term past the budget that could still reach the pool is scanned too
+/// (the extended path), and the common one still skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruned_search_equals_full_scoring() {
     require_db!();
@@ -167,6 +169,10 @@ async fn pruned_search_equals_full_scoring() {
         if i % 6 == 0 {
             text.push_str(&" zebra".repeat(1 + i % 4));
         }
+        // "yak" in every third: past a budget of 100 with "zebra" before it.
+        if i % 3 == 1 {
+            text.push_str(&" yak".repeat(1 + i % 5));
+        }
         let v = [rng.float(), rng.float(), rng.float(), 1.0];
         store.add(&memory("u", &text), &v, &sig).await.unwrap();
     }
@@ -179,7 +185,12 @@ async fn pruned_search_equals_full_scoring() {
     };
     let (pruning, full) = (at(100).await, at(0).await);
     let index = store.build_index("u", 4).await.unwrap().index;
-    for (query, top_k) in [("the zebra", 3), ("zebra the note", 5), ("the", 2)] {
+    for (query, top_k) in [
+        ("the zebra", 3),
+        ("zebra the note", 5),
+        ("the", 2),
+        ("the yak zebra", 10),
+    ] {
         let request = SearchRequest {
             query: query.into(),
             terms: query_terms(query),
@@ -199,9 +210,18 @@ async fn pruned_search_equals_full_scoring() {
             "{query}"
         );
     }
-    // The two queries with "zebra" pruned; "the" alone (essential set empty) could not.
-    assert_eq!(pruning.pruned_searches(), 2);
-    assert_eq!(full.pruned_searches(), 0);
+    // The queries with "zebra" pruned, "yak" past the budget but essential; "the" alone
+    // (essential set empty) could not.
+    assert_eq!(
+        pruning.lexical_paths(),
+        LexicalPaths {
+            full: 1,
+            once: 0,
+            pruned: 2,
+            pruned_extended: 1
+        }
+    );
+    assert_eq!(full.lexical_paths().pruned_total(), 0);
 }
 
 /// The SQL cosine equals the core's dense score bit for bit, on dimensions with and

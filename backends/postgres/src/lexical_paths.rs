@@ -1,0 +1,69 @@
+//! Which way each search's BM25 side went, counted per store handle: the pruning is
+//! invisible in the results (they are the same either way), so tests and the bench read
+//! these counts to know which path they exercised.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cortex_core::StoreError;
+
+/// One search's BM25 path (see the pruning in the search statement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexicalPath {
+    /// Every posting of every query term was scored.
+    Full,
+    /// Every query term was within the prune budget: scored once, nothing to prune.
+    Once,
+    /// The commonest terms' postings were skipped; the essential terms were within the
+    /// budget.
+    Pruned,
+    /// As `Pruned`, with essential terms beyond the budget scanned too.
+    PrunedExtended,
+}
+
+impl LexicalPath {
+    /// The code the statement's `lexical_path` column holds.
+    pub(crate) fn from_code(code: i32) -> Result<Self, StoreError> {
+        match code {
+            0 => Ok(Self::Full),
+            1 => Ok(Self::Once),
+            2 => Ok(Self::Pruned),
+            3 => Ok(Self::PrunedExtended),
+            other => Err(StoreError::Corrupt(format!("lexical path {other}"))),
+        }
+    }
+}
+
+/// How many searches took each [`LexicalPath`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LexicalPaths {
+    pub full: u64,
+    pub once: u64,
+    pub pruned: u64,
+    pub pruned_extended: u64,
+}
+
+impl LexicalPaths {
+    /// Searches that skipped some term's postings.
+    pub fn pruned_total(&self) -> u64 {
+        self.pruned + self.pruned_extended
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PathCounters([AtomicU64; 4]);
+
+impl PathCounters {
+    pub(crate) fn record(&self, path: LexicalPath) {
+        self.0[path as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> LexicalPaths {
+        let at = |i: usize| self.0[i].load(Ordering::Relaxed);
+        LexicalPaths {
+            full: at(LexicalPath::Full as usize),
+            once: at(LexicalPath::Once as usize),
+            pruned: at(LexicalPath::Pruned as usize),
+            pruned_extended: at(LexicalPath::PrunedExtended as usize),
+        }
+    }
+}
