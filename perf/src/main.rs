@@ -37,41 +37,44 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const USER: &str = "bench";
 
+/// Recall and memorize measured side by side with the machine's floor and peers.
+#[derive(clap::Parser)]
+#[command(name = "cortex-perf")]
 struct Options {
+    /// Small sizes: keeps the pipeline working in CI (asserts nothing about time).
+    #[arg(long)]
     quick: bool,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
     json: Option<String>,
+    /// Memory counts for the SQLite path.
+    #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<usize>>,
+    /// Embedding dimensions for the SQLite path.
+    #[arg(long, value_delimiter = ',')]
     dims: Option<Vec<usize>>,
+    /// Measure the Postgres pushdown too, in schemas `cortex_bench_<N>` of this database.
+    #[arg(long)]
     postgres: Option<String>,
+    /// Memory counts for Postgres.
+    #[arg(long, value_delimiter = ',')]
     pg_sizes: Option<Vec<usize>>,
+    /// Queries per Postgres measurement.
+    #[arg(long)]
     pg_queries: Option<usize>,
+    /// Keep the Postgres schemas, and reuse them when they hold the right count.
+    #[arg(long)]
     pg_keep: bool,
+    /// Print the search plans (EXPLAIN ANALYZE).
+    #[arg(long)]
     pg_explain: bool,
+    /// An hnsw.ef_search sweep.
+    #[arg(long, value_delimiter = ',')]
     pg_ef: Vec<usize>,
 }
 
 fn options() -> Options {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let list = |flag: &str| {
-        value(flag).map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-    };
-    Options {
-        quick: args.iter().any(|a| a == "--quick"),
-        json: value("--json"),
-        sizes: list("--sizes"),
-        dims: list("--dims"),
-        postgres: value("--postgres"),
-        pg_sizes: list("--pg-sizes"),
-        pg_queries: value("--pg-queries").and_then(|v| v.parse().ok()),
-        pg_keep: args.iter().any(|a| a == "--pg-keep"),
-        pg_explain: args.iter().any(|a| a == "--pg-explain"),
-        pg_ef: list("--pg-ef").unwrap_or_default(),
-    }
+    <Options as clap::Parser>::parse()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
