@@ -45,6 +45,7 @@ pub(crate) fn statement(
 ) -> Built {
     let budget = i64::try_from(prune_budget).unwrap_or(i64::MAX);
     let pool = candidate_pool(top_k);
+    let k = terms.len();
     let query = Vector::from(unit_query.to_vec());
     let memories = || names.table("memories");
     let mut with = WithClause::new();
@@ -126,6 +127,18 @@ pub(crate) fn statement(
                 Expr::cust("s.total_len::float8 / s.doc_count::float8"),
                 "avgdl",
             )
+            // For the pruned terms' lookups, which read these instead of binding them again.
+            .expr_as(Expr::cust("s.user_id"), "uid")
+            .expr_as(
+                Expr::cust_with_values("$1::float8", [BM25_PARAMS[0]]),
+                "k1p1",
+            )
+            .expr_as(Expr::cust_with_values("$1::float8", [BM25_PARAMS[1]]), "k1")
+            .expr_as(
+                Expr::cust_with_values("$1::float8", [BM25_PARAMS[2]]),
+                "omb",
+            )
+            .expr_as(Expr::cust_with_values("$1::float8", [BM25_PARAMS[3]]), "b")
             .from_as(names.table("users"), "s")
             .and_where(Expr::col(("s", "user_id")).eq(user))
             .and_where(Expr::cust("s.doc_count > 0"))
@@ -207,17 +220,18 @@ pub(crate) fn statement(
     cte(
         &mut with,
         "c_part",
-        Query::select()
-            .column("seq")
-            .expr_as(Expr::cust(summed_in_order(terms.len())), "partial")
-            .from_subquery(
-                term_scores(names, user, "l_split", "e")
-                    .and_where(Expr::cust_with_values("e.cum <= $1::int8", [budget]))
-                    .to_owned(),
-                "c",
-            )
-            .group_by_col("seq")
-            .to_owned(),
+        per_term_columns(Query::select().column("seq"), k, |i| {
+            format!("max(v) FILTER (WHERE ord = {i})")
+        })
+        .expr_as(Expr::cust(summed_in_order(k)), "partial")
+        .from_subquery(
+            term_scores(names, user, "l_split", "e")
+                .and_where(Expr::cust_with_values("e.cum <= $1::int8", [budget]))
+                .to_owned(),
+            "c",
+        )
+        .group_by_col("seq")
+        .to_owned(),
     );
     cte(
         &mut with,
@@ -270,44 +284,43 @@ pub(crate) fn statement(
     let pruned = "COALESCE((SELECT ok FROM gate), false)";
     // The memories holding an essential term (those scored in `c_part`, and the ones the
     // essential terms past the budget add, scanned only when pruning) that could reach the
-    // floor, with their partial scores on the essential terms. Their pool-th best is a
+    // floor, with each essential term's score and their sum. Their pool-th best sum is a
     // higher floor still (`c_cut2`), which leaves fewer to score in full.
+    let mut e2 = Query::select();
+    e2.column("seq");
+    let e2 = per_term_columns(&mut e2, k, |i| format!("CASE WHEN ord = {i} THEN v END"))
+        .from_subquery(
+            term_scores(names, user, "l_ess", "e")
+                .and_where(Expr::cust_with_values(
+                    "e.essential AND e.cum > $1::int8",
+                    [budget],
+                ))
+                .and_where(Expr::cust(pruned))
+                .to_owned(),
+            "m",
+        )
+        .to_owned();
+    let mut c1 = Query::select();
+    c1.column("seq");
+    let c1 = per_term_columns(&mut c1, k, |i| format!("v{i}"))
+        .from("c_part")
+        .union(sea_query::UnionType::All, e2)
+        .to_owned();
+    let ess_sum = fold((1..=k).map(|i| format!("max(x.v{i})")));
     cte(
         &mut with,
         "c_ess",
-        Query::select()
-            .column(("x", "seq"))
-            .expr_as(Expr::cust("sum(x.partial)"), "partial")
-            .from_subquery(
-                Query::select()
-                    .columns(["seq", "partial"])
-                    .from("c_part")
-                    .union(
-                        sea_query::UnionType::All,
-                        Query::select()
-                            .column("seq")
-                            .expr_as(Expr::col("v"), "partial")
-                            .from_subquery(
-                                term_scores(names, user, "l_ess", "e")
-                                    .and_where(Expr::cust_with_values(
-                                        "e.essential AND e.cum > $1::int8",
-                                        [budget],
-                                    ))
-                                    .and_where(Expr::cust(pruned))
-                                    .to_owned(),
-                                "m",
-                            )
-                            .to_owned(),
-                    )
-                    .to_owned(),
-                "x",
-            )
-            .and_where(Expr::cust(pruned))
-            .group_by_col(("x", "seq"))
-            .and_having(Expr::cust(
-                "sum(x.partial) + (SELECT rest FROM gate) >= (SELECT cut FROM gate)",
-            ))
-            .to_owned(),
+        per_term_columns(Query::select().column(("x", "seq")), k, |i| {
+            format!("max(x.v{i})")
+        })
+        .expr_as(Expr::cust(ess_sum.clone()), "partial")
+        .from_subquery(c1, "x")
+        .and_where(Expr::cust(pruned))
+        .group_by_col(("x", "seq"))
+        .and_having(Expr::cust(format!(
+            "{ess_sum} + (SELECT rest FROM gate) >= (SELECT cut FROM gate)"
+        )))
+        .to_owned(),
     );
     cte(
         &mut with,
@@ -320,58 +333,32 @@ pub(crate) fn statement(
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
+    // The survivors' full scores: each essential term's score is known; a pruned term's
+    // comes from a key lookup (only for the pruned terms, and only where it is missing).
+    // Added in the query terms' order, as the core does.
+    let looked_up = |i: usize| {
+        // term_score's arithmetic, with k1 + 1, k1, 1 - b and b from `stats`.
+        format!(
+            "COALESCE(c.v{i}, CASE WHEN (SELECT NOT essential FROM l_ess WHERE ord = {i}) \
+             THEN (SELECT (SELECT idf FROM l_ess WHERE ord = {i}) * (p.tf::float8 * stats.k1p1 \
+                   / (p.tf::float8 + stats.k1 * (stats.omb + stats.b * p.doc_len::float8 \
+                   / stats.avgdl))) \
+                   FROM {postings} p CROSS JOIN stats \
+                   WHERE p.user_id = stats.uid AND p.seq = c.seq \
+                   AND p.term = (SELECT term FROM l_ess WHERE ord = {i})) END)",
+            postings = names.q("postings"),
+        )
+    };
     cte(
         &mut with,
-        "c_surv",
+        "l_pruned",
         Query::select()
-            .column("seq")
-            .from("c_ess")
+            .column(("c", "seq"))
+            .expr_as(Expr::cust(fold((1..=k).map(looked_up))), "score")
+            .from_as("c_ess", "c")
             .and_where(Expr::cust(
-                "partial + (SELECT rest FROM gate) >= (SELECT cut FROM c_cut2)",
+                "c.partial + (SELECT rest FROM gate) >= (SELECT cut FROM c_cut2)",
             ))
-            .to_owned(),
-    );
-    cte(
-        &mut with,
-        "l_terms",
-        Query::select()
-            .columns(["seq", "ord", "v"])
-            .from_subquery(
-                // Pruned: the surviving candidates, every term, by key.
-                Query::select()
-                    .column(("c", "seq"))
-                    .column(("i", "ord"))
-                    .expr_as(term_score("i.idf"), "v")
-                    .from_as("c_surv", "c")
-                    .join_as(JoinType::InnerJoin, "l_idf", "i", Expr::cust("true"))
-                    .join_lateral(
-                        JoinType::InnerJoin,
-                        Query::select()
-                            .columns([("p", "tf"), ("p", "doc_len")])
-                            .from_as(names.table("postings"), "p")
-                            .and_where(Expr::cust_with_values(
-                                "p.user_id = $1 AND p.term = i.term AND p.seq = c.seq",
-                                [user],
-                            ))
-                            // At most one row per key anyway; the limit keeps the planner
-                            // from flattening the lookup into a join that reads every
-                            // posting of the common terms (the very lists pruning skips).
-                            .limit(1)
-                            .to_owned(),
-                        "p",
-                        Expr::cust("true"),
-                    )
-                    .cross_join("stats")
-                    .union(
-                        sea_query::UnionType::All,
-                        // Not pruned: every posting of every term.
-                        term_scores(names, user, "l_idf", "i")
-                            .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
-                            .to_owned(),
-                    )
-                    .to_owned(),
-                "x",
-            )
             .to_owned(),
     );
     cte(
@@ -379,8 +366,14 @@ pub(crate) fn statement(
         "l_scored",
         Query::select()
             .column("seq")
-            .expr_as(Expr::cust(summed_in_order(terms.len())), "score")
-            .from("l_terms")
+            .expr_as(Expr::cust(summed_in_order(k)), "score")
+            .from_subquery(
+                // Not pruned: every posting of every term.
+                term_scores(names, user, "l_idf", "i")
+                    .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
+                    .to_owned(),
+                "x",
+            )
             .group_by_col("seq")
             .union(
                 sea_query::UnionType::All,
@@ -389,6 +382,13 @@ pub(crate) fn statement(
                     .expr_as(Expr::col("partial"), "score")
                     .from("c_part")
                     .and_where(Expr::cust(ONCE))
+                    .to_owned(),
+            )
+            .union(
+                sea_query::UnionType::All,
+                Query::select()
+                    .columns(["seq", "score"])
+                    .from("l_pruned")
                     .to_owned(),
             )
             .to_owned(),
@@ -636,6 +636,30 @@ fn term_scores(
         )
         .cross_join("stats")
         .to_owned()
+}
+
+/// One column `v1`..`v{k}` per query term, `expr(i)` each.
+fn per_term_columns(
+    select: &mut SelectStatement,
+    k: usize,
+    expr: impl Fn(usize) -> String,
+) -> &mut SelectStatement {
+    for i in 1..=k {
+        select.expr_as(Expr::cust(expr(i)), format!("v{i}"));
+    }
+    select
+}
+
+/// The left fold `0 + a + b + ...` of per-term scores, a missing one adding zero: the
+/// core's order of addition.
+fn fold(scores: impl Iterator<Item = String>) -> String {
+    let terms: Vec<String> = scores
+        .map(|s| format!("COALESCE({s}, 0::float8)"))
+        .collect();
+    match terms.is_empty() {
+        true => "0::float8".to_owned(),
+        false => terms.join(" + "),
+    }
 }
 
 /// Above this many query terms the per-memory sum is an ordered aggregate instead of one
