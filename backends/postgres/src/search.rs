@@ -185,7 +185,7 @@ pub(crate) fn statement(
     // that point are pruned: a memory holding only those scores below the floor and
     // cannot enter the pool. The candidates are the memories holding an essential term
     // whose partial score plus the pruned terms' bounds (`rest`) reaches the floor; they
-    // are scored in full, every term by key lookups. When no term can be pruned every
+    // are scored in full, the pruned terms by key lookups. When no term can be pruned every
     // posting of every term is scored, as without pruning. Either way the pool is
     // exactly the one scoring everything gives.
     cte(
