@@ -25,14 +25,11 @@ use tokio_postgres::error::SqlState;
 use crate::pg_err;
 use crate::schema::Names;
 
-/// pgvector's HNSW limit for `vector`; up to [`HALFVEC_MAX_DIM`] the index is built over
-/// `halfvec` (candidates are re-scored exactly, so half precision only affects which
-/// memories the index offers).
-pub(crate) const VECTOR_HNSW_MAX_DIM: usize = 2000;
+/// pgvector's HNSW limit for `halfvec`, the type the index is built over.
 pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
 /// pgvector's upper bound for `hnsw.ef_search`.
 const MAX_EF_SEARCH: usize = 1000;
-const MIN_EF_SEARCH: usize = 200;
+const MIN_EF_SEARCH: usize = 300;
 
 /// How one search picks its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +59,12 @@ pub(crate) fn hnsw_candidates(pool: usize) -> usize {
     pool.saturating_add((pool / 4).max(8))
 }
 
-/// `hnsw.ef_search` for a candidate count: four times the count, at least 200 (pgvector
+/// `hnsw.ef_search` for a candidate count: four times the count, at least 300 (pgvector
 /// caps it at 1000; iterative scanning goes on past it when the user filter drops rows).
 /// On tightly clustered data at 100k memories (docs/BENCHMARKS.md) the vector side's
-/// overlap@10 with exact search was 0.82 at 40, 0.92 at 100 and 0.97 at 200, for 1.3x the
-/// latency of 100.
+/// overlap@10 with exact search over the `halfvec` index was 0.925 at 100, 0.951 at 200,
+/// 0.973 at 300 and 0.984 at 400, still faster at 300 than the `vector` index at 200
+/// (0.976).
 pub(crate) fn ef_search(candidates: usize) -> usize {
     candidates
         .saturating_mul(4)
@@ -74,19 +72,16 @@ pub(crate) fn ef_search(candidates: usize) -> usize {
 }
 
 /// The indexed expression for `dimension`, as the index and the query must both write it.
+/// Half precision: the index is about half the size of a `vector` one (112 against 195 MB
+/// at 100k x 384), so more of it stays in memory, and its scan is faster; the candidates
+/// are then ranked by the full-precision distance.
 pub(crate) fn indexed_expression(alias: &str, dimension: usize) -> String {
-    match dimension <= VECTOR_HNSW_MAX_DIM {
-        true => format!("({alias}embedding::vector({dimension}))"),
-        false => format!("({alias}embedding::halfvec({dimension}))"),
-    }
+    format!("({alias}embedding::halfvec({dimension}))")
 }
 
 /// The query side of `<=>` against [`indexed_expression`] (`$1` is the query vector).
 pub(crate) fn query_expression(dimension: usize) -> String {
-    match dimension <= VECTOR_HNSW_MAX_DIM {
-        true => "$1::vector".to_owned(),
-        false => format!("($1::vector::halfvec({dimension}))"),
-    }
+    format!("($1::vector::halfvec({dimension}))")
 }
 
 pub(crate) fn check_hnsw_dimension(dimension: usize) -> Result<(), StoreError> {
@@ -99,7 +94,10 @@ pub(crate) fn check_hnsw_dimension(dimension: usize) -> Result<(), StoreError> {
     }
 }
 
-pub(crate) const HNSW_INDEX: &str = "memories_embedding_hnsw";
+pub(crate) const HNSW_INDEX: &str = "memories_embedding_hnsw_half";
+/// The index's name before it was `halfvec` for every dimension (it was `vector` up to
+/// 2,000 dimensions): replaced, or renamed where it already was `halfvec`.
+const LEGACY_HNSW_INDEX: &str = "memories_embedding_hnsw";
 
 /// Builds the HNSW index once the dimension is known, without blocking writers
 /// (`CREATE INDEX CONCURRENTLY`, which must run outside a transaction). Idempotent and
@@ -114,17 +112,34 @@ pub(crate) async fn ensure_hnsw_index(
         return Ok(());
     }
     check_hnsw_dimension(dimension)?;
-    let opclass = match dimension <= VECTOR_HNSW_MAX_DIM {
-        true => "vector_cosine_ops",
-        false => "halfvec_cosine_ops",
-    };
     let sql = format!(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {HNSW_INDEX} ON {} USING hnsw ({} {opclass}) \
-         WHERE NOT superseded",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {HNSW_INDEX} ON {} USING hnsw \
+         ({} halfvec_cosine_ops) WHERE NOT superseded",
         names.q("memories"),
         indexed_expression("", dimension),
     );
     let client = pool.get().await.map_err(pg_err)?;
+    let legacy: Option<String> = client
+        .query_opt(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
+            &[&names.schema(), &LEGACY_HNSW_INDEX],
+        )
+        .await
+        .map_err(pg_err)?
+        .map(|r| r.get(0));
+    if legacy.as_deref().is_some_and(|def| def.contains("halfvec")) {
+        // Already the same index under the old name: no rebuild.
+        let rename = format!(
+            "ALTER INDEX IF EXISTS {} RENAME TO {HNSW_INDEX}",
+            names.q(LEGACY_HNSW_INDEX)
+        );
+        match client.batch_execute(&rename).await {
+            Ok(()) => {}
+            // Another process renamed it first.
+            Err(e) if e.code() == Some(&SqlState::DUPLICATE_TABLE) => {}
+            Err(e) => return Err(pg_err(e)),
+        }
+    }
     match client.batch_execute(&sql).await {
         Ok(()) => {}
         // Another process created it between our check and our create.
@@ -150,6 +165,15 @@ pub(crate) async fn ensure_hnsw_index(
             index = HNSW_INDEX,
             "the HNSW index is invalid (an interrupted build?); run REINDEX INDEX CONCURRENTLY"
         );
+    } else if valid == Some(true) && legacy.is_some() {
+        // The `vector` index no search uses any more, once its replacement is there.
+        client
+            .batch_execute(&format!(
+                "DROP INDEX CONCURRENTLY IF EXISTS {}",
+                names.q(LEGACY_HNSW_INDEX)
+            ))
+            .await
+            .map_err(pg_err)?;
     }
     done.store(true, Ordering::Release);
     Ok(())
@@ -165,10 +189,11 @@ mod tests {
         assert!(candidate_margin(384) > 384.0 * 2.0 * f64::powi(2.0, -24));
         assert_eq!(hnsw_candidates(40), 50);
         assert_eq!(hnsw_candidates(4), 12);
-        assert_eq!(ef_search(12), 200);
-        assert_eq!(ef_search(60), 240);
+        assert_eq!(ef_search(12), 300);
+        assert_eq!(ef_search(100), 400);
         assert_eq!(ef_search(5000), 1000);
-        assert_eq!(indexed_expression("m.", 384), "(m.embedding::vector(384))");
+        assert_eq!(indexed_expression("m.", 384), "(m.embedding::halfvec(384))");
+        assert_eq!(query_expression(384), "($1::vector::halfvec(384))");
         assert_eq!(indexed_expression("", 3072), "(embedding::halfvec(3072))");
         assert!(check_hnsw_dimension(4096).is_err());
     }

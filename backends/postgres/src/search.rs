@@ -55,7 +55,7 @@ pub(crate) fn statement(
         DensePlan::Exact => exact_dense(&mut with, names, user, &query, pool),
         DensePlan::Hnsw { dimension } => {
             // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n.
-            // The distance kept is the full-precision one (the index may be halfvec).
+            // The distance kept is the full-precision one (the index is halfvec).
             let order = format!(
                 "{} <=> {}",
                 indexed_expression("m.", dimension),

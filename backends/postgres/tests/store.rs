@@ -541,7 +541,8 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
         .query(
             &format!(
                 "EXPLAIN SELECT m.seq FROM \"{}\".memories m WHERE m.user_id = $1 \
-                 AND NOT m.superseded ORDER BY (m.embedding::vector({dim})) <=> $2::vector LIMIT 10",
+                 AND NOT m.superseded ORDER BY (m.embedding::halfvec({dim})) \
+                 <=> ($2::vector::halfvec({dim})) LIMIT 10",
                 schema.schema
             ),
             &[&user, &Vector::from(vectors[0].clone())],
@@ -553,9 +554,74 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
         .collect();
     client.batch_execute("COMMIT").await.unwrap();
     assert!(
-        plan.iter().any(|l| l.contains("memories_embedding_hnsw")),
+        plan.iter()
+            .any(|l| l.contains("memories_embedding_hnsw_half")),
         "{plan:#?}"
     );
+}
+
+/// A store whose HNSW index predates the `halfvec` one gets it replaced on its first HNSW
+/// search: an old `vector` index is rebuilt as `halfvec` and dropped, an old `halfvec`
+/// one (above 2,000 dimensions) only renamed; searches use the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_hnsw_index_is_replaced() {
+    require_db!();
+    for (case, opclass) in [
+        ("vector", "vector_cosine_ops"),
+        ("halfvec", "halfvec_cosine_ops"),
+    ] {
+        let schema = TestSchema::new(&format!("legacy_{case}"), true, DenseMode::Exact).await;
+        let store = schema.store().await;
+        let dim = 8;
+        let sig = EmbeddingSignature::new("m", dim);
+        let mut rng = Rng(5);
+        for i in 0..30 {
+            let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
+            store
+                .add(&memory("u", &format!("note {i}")), &v, &sig)
+                .await
+                .unwrap();
+        }
+        let client = store.pool().get().await.unwrap();
+        client
+            .batch_execute(&format!(
+                "CREATE INDEX memories_embedding_hnsw ON \"{s}\".memories USING hnsw \
+                 ((embedding::{case}({dim})) {opclass}) WHERE NOT superseded",
+                s = schema.schema
+            ))
+            .await
+            .unwrap();
+        let hnsw = PostgresStore::connect(PostgresConfig {
+            dense_mode: DenseMode::Hnsw,
+            ..store.config().clone()
+        })
+        .await
+        .unwrap();
+        let request = SearchRequest {
+            query: "note".into(),
+            terms: query_terms("note"),
+            embedding: vec![0.5; dim],
+            top_k: 5,
+        };
+        assert_eq!(hnsw.search("u", &request).await.unwrap().len(), 5);
+        let indexes: Vec<(String, String)> = client
+            .query(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 \
+                 AND indexname LIKE 'memories_embedding_hnsw%' ORDER BY indexname",
+                &[&schema.schema],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(indexes.len(), 1, "{case}: {indexes:#?}");
+        assert_eq!(indexes[0].0, "memories_embedding_hnsw_half", "{case}");
+        assert!(
+            indexes[0].1.contains("halfvec_cosine_ops"),
+            "{case}: {indexes:#?}"
+        );
+    }
 }
 
 /// A role that may not create the extension in a database without it gets an error that
