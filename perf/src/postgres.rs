@@ -174,7 +174,7 @@ struct Run {
     results: Vec<Vec<uuid::Uuid>>,
     /// The same latencies by the BM25 path each search took: full scan, scored once,
     /// pruned, pruned past the budget.
-    by_path: [Samples; 4],
+    by_path: [Samples; 5],
 }
 
 async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
@@ -184,7 +184,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
     }
     let mut latencies = Samples::default();
     let mut results = Vec::new();
-    let mut by_path: [Samples; 4] = Default::default();
+    let mut by_path: [Samples; 5] = Default::default();
     for r in requests {
         let before = store.lexical_paths();
         let start = Instant::now();
@@ -197,6 +197,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
             after.once - before.once,
             after.pruned - before.pruned,
             after.pruned_extended - before.pruned_extended,
+            after.impact - before.impact,
         ]
         .iter()
         .position(|&n| n > 0);
@@ -325,7 +326,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         eprintln!("exact searches, pruning off...");
         let unpruned_h = run(&unpruned, &hybrid).await?;
         // Shares of the hybrid searches (with the warm-up ones) by BM25 path.
-        let searches = (paths.full + paths.once + paths.pruned_total()).max(1) as f64;
+        let searches = paths.total().max(1) as f64;
         let share = |n: u64| n as f64 * 100.0 / searches;
 
         eprintln!("building the HNSW index...");
@@ -374,12 +375,13 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             rates(|r| r.1),
         );
         println!(
-            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (BM25 paths of the hybrid searches: pruned {:.0}%, of which past the budget {:.0}%; within the budget {:.0}%; full {:.0}%) |",
+            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (BM25 paths of the hybrid searches: pruned {:.0}%, of which past the budget {:.0}%; within the budget {:.0}%; one term in impact order {:.0}%; full {:.0}%) |",
             unpruned_h.latencies.p50(),
             unpruned_h.latencies.p95(),
             share(paths.pruned_total()),
             share(paths.pruned_extended),
             share(paths.once),
+            share(paths.impact),
             share(paths.full)
         );
         line(
@@ -397,6 +399,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 "within the budget",
                 "pruned",
                 "pruned past the budget",
+                "one term in impact order",
             ]
             .iter()
             .zip(&run.by_path)
@@ -441,7 +444,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
             "hnsw_build_s": secs(build),
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
-            "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended },
+            "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended, "impact": paths.impact },
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),
                        "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),

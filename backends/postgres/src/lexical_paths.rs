@@ -18,9 +18,17 @@ pub enum LexicalPath {
     Pruned,
     /// As `Pruned`, with essential terms beyond the budget scanned too.
     PrunedExtended,
+    /// A single query term beyond the budget, read in impact order: only the postings
+    /// that can reach the pool, not all of them.
+    Impact,
 }
 
 impl LexicalPath {
+    /// The code the statement's `lexical_path` column holds for this path.
+    pub(crate) fn code(self) -> i32 {
+        self as i32
+    }
+
     /// The code the statement's `lexical_path` column holds.
     pub(crate) fn from_code(code: i32) -> Result<Self, StoreError> {
         match code {
@@ -28,6 +36,7 @@ impl LexicalPath {
             1 => Ok(Self::Once),
             2 => Ok(Self::Pruned),
             3 => Ok(Self::PrunedExtended),
+            4 => Ok(Self::Impact),
             other => Err(StoreError::Corrupt(format!("lexical path {other}"))),
         }
     }
@@ -40,6 +49,7 @@ pub struct LexicalPaths {
     pub once: u64,
     pub pruned: u64,
     pub pruned_extended: u64,
+    pub impact: u64,
 }
 
 impl LexicalPaths {
@@ -47,10 +57,15 @@ impl LexicalPaths {
     pub fn pruned_total(&self) -> u64 {
         self.pruned + self.pruned_extended
     }
+
+    /// Every search counted.
+    pub fn total(&self) -> u64 {
+        self.full + self.once + self.pruned_total() + self.impact
+    }
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct PathCounters([AtomicU64; 4]);
+pub(crate) struct PathCounters([AtomicU64; 5]);
 
 impl PathCounters {
     pub(crate) fn record(&self, path: LexicalPath) {
@@ -64,6 +79,7 @@ impl PathCounters {
             once: at(LexicalPath::Once as usize),
             pruned: at(LexicalPath::Pruned as usize),
             pruned_extended: at(LexicalPath::PrunedExtended as usize),
+            impact: at(LexicalPath::Impact as usize),
         }
     }
 }

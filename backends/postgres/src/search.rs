@@ -151,6 +151,7 @@ pub(crate) fn statement(
             .column(("q", "term"))
             .column(("q", "ord"))
             .column(("t", "df"))
+            .column(("t", "max_tf"))
             // bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5)), df kept by the postings'
             // triggers (a term no live memory holds has no row).
             .expr_as(Expr::cust(IDF), "idf")
@@ -361,20 +362,34 @@ pub(crate) fn statement(
             ))
             .to_owned(),
     );
-    cte(
-        &mut with,
-        "l_scored",
-        Query::select()
+    // Not pruned and not within the budget: every posting of every term can matter.
+    let everything = format!("NOT {pruned} AND NOT {ONCE}");
+    let mut unpruned = match k {
+        1 => {
+            impact_ordered(&mut with, names, user, &terms[0], pool, &everything);
+            Query::select()
+                .column("seq")
+                .expr_as(Expr::col("v"), "score")
+                .from("i_cand")
+                .to_owned()
+        }
+        2..=MAX_UNROLLED_TERMS => every_posting(names, user, terms, &everything),
+        _ => Query::select()
             .column("seq")
             .expr_as(Expr::cust(summed_in_order(k)), "score")
             .from_subquery(
-                // Not pruned: every posting of every term.
                 term_scores(names, user, "l_idf", "i")
-                    .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
+                    .and_where(Expr::cust(everything.clone()))
                     .to_owned(),
                 "x",
             )
             .group_by_col("seq")
+            .to_owned(),
+    };
+    cte(
+        &mut with,
+        "l_scored",
+        unpruned
             .union(
                 sea_query::UnionType::All,
                 Query::select()
@@ -442,7 +457,12 @@ pub(crate) fn statement(
                 format!(
                     "CASE WHEN {ONCE} THEN 1 WHEN {pruned} THEN \
                      CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
-                     THEN 3 ELSE 2 END ELSE 0 END"
+                     THEN 3 ELSE 2 END ELSE {unpruned} END",
+                    unpruned = match k {
+                        1 => LexicalPath::Impact,
+                        _ => LexicalPath::Full,
+                    }
+                    .code(),
                 ),
                 [budget],
             ),
@@ -637,6 +657,139 @@ fn term_scores(
         .cross_join("stats")
         .to_owned()
 }
+
+/// `(seq, v)`: every posting of the query's `ord`-th term (bound as `term`, so the planner
+/// sees which term it reads), with its term score, when `guard` holds.
+fn one_term_scores(
+    names: &Names,
+    user: &str,
+    term: &str,
+    ord: usize,
+    guard: &str,
+) -> SelectStatement {
+    Query::select()
+        .column(("p", "seq"))
+        .expr_as(term_score("e.idf"), "v")
+        .from_as("l_idf", "e")
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("postings"),
+            "p",
+            Expr::cust_with_values(
+                "p.user_id = $1 AND p.term = $2",
+                [user.to_owned(), term.to_owned()],
+            ),
+        )
+        .cross_join("stats")
+        .and_where(Expr::cust(format!("e.ord = {ord} AND {guard}")))
+        .to_owned()
+}
+
+/// `(seq, score)`: every memory holding a query term, scored in full. One scan per term,
+/// full-joined on the memory: grouping every posting by memory instead (a hash aggregate
+/// with one column per term) took three times as long on common terms, and spilled.
+fn every_posting(names: &Names, user: &str, terms: &[String], guard: &str) -> SelectStatement {
+    let mut select = Query::select();
+    let seqs: Vec<String> = (1..=terms.len()).map(|i| format!("s{i}.seq")).collect();
+    select
+        .expr_as(Expr::cust(format!("COALESCE({})", seqs.join(", "))), "seq")
+        .expr_as(
+            Expr::cust(fold((1..=terms.len()).map(|i| format!("s{i}.v")))),
+            "score",
+        );
+    for (i, term) in terms.iter().enumerate() {
+        let scan = one_term_scores(names, user, term, i + 1, guard);
+        match i {
+            0 => select.from_subquery(scan, "s1"),
+            _ => select.join_subquery(
+                JoinType::FullOuterJoin,
+                scan,
+                format!("s{}", i + 1),
+                Expr::cust(format!("s{}.seq = COALESCE({})", i + 1, seqs[..i].join(", "))),
+            ),
+        };
+    }
+    select
+}
+
+/// A one-term search past the budget, read in impact order (`i_cand`: `(seq, v)`).
+///
+/// Within one tf a posting's score falls as its memory grows longer, so the postings
+/// index in (tf, doc_len, seq) order lists each tf's postings best first. The first
+/// `pool` of each tf (`i_seed`) hold the pool-th best score or better, so their pool-th
+/// best score (`i_floor`) is a floor under it. The candidates are then, per tf, the
+/// postings short enough to reach that floor, the length bound solved from the score and
+/// widened past rounding: a superset of every posting scoring at least the floor, so
+/// their best `pool` are the pool, ties included. A few hundred index entries instead of
+/// the whole list.
+fn impact_ordered(
+    with: &mut WithClause,
+    names: &Names,
+    user: &str,
+    term: &str,
+    pool: usize,
+    guard: &str,
+) {
+    let per_tf = |bound: Option<&str>| {
+        let mut scan = Query::select();
+        scan.columns([("q", "seq"), ("q", "tf"), ("q", "doc_len")])
+            .from_as(names.table("postings"), "q")
+            .and_where(Expr::cust_with_values(
+                "q.user_id = $1 AND q.term = $2 AND q.tf = g.tf",
+                [user.to_owned(), term.to_owned()],
+            ));
+        match bound {
+            Some(bound) => scan.and_where(Expr::cust(format!("q.doc_len <= {bound}"))),
+            None => scan
+                .order_by(("q", "doc_len"), Order::Asc)
+                .order_by(("q", "seq"), Order::Asc)
+                .limit(sql_count(pool)),
+        };
+        Query::select()
+            .column(("p", "seq"))
+            .expr_as(term_score("e.idf"), "v")
+            .from_as("l_idf", "e")
+            .cross_join("stats")
+            .join_lateral(
+                JoinType::InnerJoin,
+                Query::select()
+                    .expr_as(Expr::cust("generate_series(1, e.max_tf)"), "tf")
+                    .to_owned(),
+                "g",
+                Expr::cust("true"),
+            )
+            .join_lateral(JoinType::InnerJoin, scan.to_owned(), "p", Expr::cust("true"))
+            .and_where(Expr::cust(guard.to_owned()))
+            .to_owned()
+    };
+    cte(with, "i_seed", per_tf(None));
+    cte(
+        with,
+        "i_floor",
+        Query::select()
+            .column("v")
+            .from("i_seed")
+            .order_by("v", Order::Desc)
+            .limit(1)
+            .offset(sql_count(pool) - 1)
+            .to_owned(),
+    );
+    // idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)) >= floor, solved for dl,
+    // with the floor lowered by far more than rounding; no floor (fewer than `pool`
+    // postings in all, all of them seeds) bounds nothing.
+    let bound = format!(
+        "LEAST(GREATEST(COALESCE(floor(((e.idf * g.tf::float8 * stats.k1p1 \
+         / ((SELECT v FROM i_floor) * {keep}::float8) - g.tf::float8) / stats.k1 - stats.omb) \
+         * stats.avgdl / stats.b) + 1::float8, {max}::float8), 0::float8), {max}::float8)::int4",
+        keep = 1.0 - FLOOR_SLACK,
+        max = i32::MAX,
+    );
+    cte(with, "i_cand", per_tf(Some(&bound)));
+}
+
+/// How far below the seeds' floor the impact-ordered candidates reach: far beyond the few
+/// ulps the score and its inversion round by.
+const FLOOR_SLACK: f64 = 1e-9;
 
 /// One column `v1`..`v{k}` per query term, `expr(i)` each.
 fn per_term_columns(

@@ -307,6 +307,10 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     );
     assert_eq!(paths[0].1.pruned_total(), 0, "budget 0 never prunes");
     assert!(
+        paths[0].1.full > 0 && paths[0].1.impact > 0,
+        "budget 0 left the full scan or the impact-ordered read untested"
+    );
+    assert!(
         paths.iter().any(|(_, p)| p.pruned_total() > 0),
         "no budget pruned a search: the pruned path went untested"
     );

@@ -117,6 +117,7 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
              DROP FUNCTION \"{s}\".cortex_postings_removed();
              ALTER TABLE \"{s}\".postings DROP CONSTRAINT postings_pkey,
                  ADD PRIMARY KEY (user_id, term, seq);
+             DROP INDEX \"{s}\".postings_impact;
              UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
         ))
         .await
@@ -134,6 +135,15 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
         .unwrap()
         .get(0);
     assert_eq!(df, 3);
+    let impact: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'postings_impact'",
+            &[s],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(impact, 1, "the impact-ordered index is rebuilt");
     assert_eq!(store.search("u", &request).await.unwrap(), before);
     // And the triggers are back: a new memory counts.
     store
@@ -190,6 +200,11 @@ async fn pruned_search_equals_full_scoring() {
         ("zebra the note", 5),
         ("the", 2),
         ("the yak zebra", 10),
+        // One term past the budget, read in impact order: every memory holds "the" and
+        // "note" with one tf, nine lengths tie 27 memories each, so the pool's floor
+        // falls inside a run of ties.
+        ("the", 10),
+        ("note", 7),
     ] {
         let request = SearchRequest {
             query: query.into(),
@@ -210,18 +225,26 @@ async fn pruned_search_equals_full_scoring() {
             "{query}"
         );
     }
-    // The queries with "zebra" pruned, "yak" past the budget but essential; "the" alone
-    // (essential set empty) could not.
+    // The queries with "zebra" pruned, "yak" past the budget but essential; the one-term
+    // queries read in impact order.
     assert_eq!(
         pruning.lexical_paths(),
         LexicalPaths {
-            full: 1,
+            full: 0,
             once: 0,
             pruned: 2,
-            pruned_extended: 1
+            pruned_extended: 1,
+            impact: 3,
         }
     );
-    assert_eq!(full.lexical_paths().pruned_total(), 0);
+    assert_eq!(
+        full.lexical_paths(),
+        LexicalPaths {
+            full: 3,
+            impact: 3,
+            ..LexicalPaths::default()
+        }
+    );
 }
 
 /// The SQL cosine equals the core's dense score bit for bit, on dimensions with and
