@@ -218,22 +218,27 @@ pub(crate) fn statement(
             .from("l_split")
             .to_owned(),
     );
-    cte(
-        &mut with,
-        "c_part",
-        per_term_columns(Query::select().column("seq"), k, |i| {
+    let within_budget = format!("e.cum <= {budget}::int8");
+    let c_part = match k {
+        1..=MAX_UNROLLED_TERMS => {
+            let mut select = every_posting(names, user, "l_split", terms, &within_budget);
+            per_term_columns(&mut select, k, |i| format!("s{i}.v"));
+            select
+        }
+        _ => per_term_columns(Query::select().column("seq"), k, |i| {
             format!("max(v) FILTER (WHERE ord = {i})")
         })
         .expr_as(Expr::cust(summed_in_order(k)), "partial")
         .from_subquery(
             term_scores(names, user, "l_split", "e")
-                .and_where(Expr::cust_with_values("e.cum <= $1::int8", [budget]))
+                .and_where(Expr::cust(within_budget.clone()))
                 .to_owned(),
             "c",
         )
         .group_by_col("seq")
         .to_owned(),
-    );
+    };
+    cte(&mut with, "c_part", c_part);
     cte(
         &mut with,
         "c_cut",
@@ -338,14 +343,16 @@ pub(crate) fn statement(
     // comes from a key lookup (only for the pruned terms, and only where it is missing).
     // Added in the query terms' order, as the core does.
     let looked_up = |i: usize| {
-        // term_score's arithmetic, with k1 + 1, k1, 1 - b and b from `stats`.
+        // term_score's arithmetic, with k1 + 1, k1, 1 - b and b from `stats`. Every value
+        // but the memory is a one-time subquery: the lookup is one index probe.
         format!(
             "COALESCE(c.v{i}, CASE WHEN (SELECT NOT essential FROM l_ess WHERE ord = {i}) \
-             THEN (SELECT (SELECT idf FROM l_ess WHERE ord = {i}) * (p.tf::float8 * stats.k1p1 \
-                   / (p.tf::float8 + stats.k1 * (stats.omb + stats.b * p.doc_len::float8 \
-                   / stats.avgdl))) \
-                   FROM {postings} p CROSS JOIN stats \
-                   WHERE p.user_id = stats.uid AND p.seq = c.seq \
+             THEN (SELECT (SELECT idf FROM l_ess WHERE ord = {i}) * (p.tf::float8 \
+                   * (SELECT k1p1 FROM stats) / (p.tf::float8 + (SELECT k1 FROM stats) \
+                   * ((SELECT omb FROM stats) + (SELECT b FROM stats) * p.doc_len::float8 \
+                   / (SELECT avgdl FROM stats)))) \
+                   FROM {postings} p \
+                   WHERE p.user_id = (SELECT uid FROM stats) AND p.seq = c.seq \
                    AND p.term = (SELECT term FROM l_ess WHERE ord = {i})) END)",
             postings = names.q("postings"),
         )
@@ -373,7 +380,14 @@ pub(crate) fn statement(
                 .from("i_cand")
                 .to_owned()
         }
-        2..=MAX_UNROLLED_TERMS => every_posting(names, user, terms, &everything),
+        2..=MAX_UNROLLED_TERMS => Query::select()
+            .column("seq")
+            .expr_as(Expr::col("partial"), "score")
+            .from_subquery(
+                every_posting(names, user, "l_idf", terms, &everything),
+                "a",
+            )
+            .to_owned(),
         _ => Query::select()
             .column("seq")
             .expr_as(Expr::cust(summed_in_order(k)), "score")
@@ -663,6 +677,7 @@ fn term_scores(
 fn one_term_scores(
     names: &Names,
     user: &str,
+    source: &'static str,
     term: &str,
     ord: usize,
     guard: &str,
@@ -670,7 +685,7 @@ fn one_term_scores(
     Query::select()
         .column(("p", "seq"))
         .expr_as(term_score("e.idf"), "v")
-        .from_as("l_idf", "e")
+        .from_as(source, "e")
         .join_as(
             JoinType::InnerJoin,
             names.table("postings"),
@@ -685,20 +700,28 @@ fn one_term_scores(
         .to_owned()
 }
 
-/// `(seq, score)`: every memory holding a query term, scored in full. One scan per term,
+/// `(seq, partial)`: every memory holding a query term of `source` (aliased `e`, with
+/// `ord`, `idf` and whatever `guard` reads) whose row passes `guard`, with the sum of
+/// those terms' scores; each term's own score is `s{ord}.v`. One scan per term,
 /// full-joined on the memory: grouping every posting by memory instead (a hash aggregate
 /// with one column per term) took three times as long on common terms, and spilled.
-fn every_posting(names: &Names, user: &str, terms: &[String], guard: &str) -> SelectStatement {
+fn every_posting(
+    names: &Names,
+    user: &str,
+    source: &'static str,
+    terms: &[String],
+    guard: &str,
+) -> SelectStatement {
     let mut select = Query::select();
     let seqs: Vec<String> = (1..=terms.len()).map(|i| format!("s{i}.seq")).collect();
     select
         .expr_as(Expr::cust(format!("COALESCE({})", seqs.join(", "))), "seq")
         .expr_as(
             Expr::cust(fold((1..=terms.len()).map(|i| format!("s{i}.v")))),
-            "score",
+            "partial",
         );
     for (i, term) in terms.iter().enumerate() {
-        let scan = one_term_scores(names, user, term, i + 1, guard);
+        let scan = one_term_scores(names, user, source, term, i + 1, guard);
         match i {
             0 => select.from_subquery(scan, "s1"),
             _ => select.join_subquery(
@@ -739,7 +762,11 @@ fn impact_ordered(
                 [user.to_owned(), term.to_owned()],
             ));
         match bound {
-            Some(bound) => scan.and_where(Expr::cust(format!("q.doc_len <= {bound}"))),
+            // OFFSET 0 keeps the scan a lateral one, an index range per tf: flattened into
+            // a join it became a merge join over the term's whole list.
+            Some(bound) => scan
+                .and_where(Expr::cust(format!("q.doc_len <= {bound}")))
+                .offset(0),
             None => scan
                 .order_by(("q", "doc_len"), Order::Asc)
                 .order_by(("q", "seq"), Order::Asc)
