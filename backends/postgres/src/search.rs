@@ -383,10 +383,7 @@ pub(crate) fn statement(
         2..=MAX_UNROLLED_TERMS => Query::select()
             .column("seq")
             .expr_as(Expr::col("partial"), "score")
-            .from_subquery(
-                every_posting(names, user, "l_idf", terms, &everything),
-                "a",
-            )
+            .from_subquery(every_posting(names, user, "l_idf", terms, &everything), "a")
             .to_owned(),
         _ => Query::select()
             .column("seq")
@@ -728,7 +725,11 @@ fn every_posting(
                 JoinType::FullOuterJoin,
                 scan,
                 format!("s{}", i + 1),
-                Expr::cust(format!("s{}.seq = COALESCE({})", i + 1, seqs[..i].join(", "))),
+                Expr::cust(format!(
+                    "s{}.seq = COALESCE({})",
+                    i + 1,
+                    seqs[..i].join(", ")
+                )),
             ),
         };
     }
@@ -785,7 +786,12 @@ fn impact_ordered(
                 "g",
                 Expr::cust("true"),
             )
-            .join_lateral(JoinType::InnerJoin, scan.to_owned(), "p", Expr::cust("true"))
+            .join_lateral(
+                JoinType::InnerJoin,
+                scan.to_owned(),
+                "p",
+                Expr::cust("true"),
+            )
             .and_where(Expr::cust(guard.to_owned()))
             .to_owned()
     };
