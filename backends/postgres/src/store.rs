@@ -263,24 +263,32 @@ impl PostgresStore {
         let client = self.client().await?;
         let statement = client.prepare_cached(&built.0).await.map_err(pg_err)?;
         let params = built.1.as_params();
-        if !plan.is_hnsw() {
-            return client.query(&statement, &params).await.map_err(pg_err);
-        }
-        // The HNSW settings must hold for this statement only (SET LOCAL: a pooled
-        // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
-        // the search and COMMIT go out together as one pipelined batch: one round trip.
-        // Each future sends its message on its first poll, and join polls them in order.
-        // The planner still chooses between the index's ordered scan and reading the
-        // user's rows by (user, seq) and sorting them: for a user with few memories among
-        // many the latter is both exact and faster. (Forcing the index with
+        // The settings must hold for this statement only (SET LOCAL: a pooled connection
+        // is reused), and SET LOCAL needs a transaction. BEGIN, the settings, the search
+        // and COMMIT go out together as one pipelined batch: one round trip. Each future
+        // sends its message on its first poll, and join polls them in order.
+        //
+        // Always a custom plan: the statement is prepared once per connection, and after a
+        // few runs Postgres may switch to one generic plan, which knows neither the query's
+        // terms nor the user's size; forced generic at 100k memories, one-term searches
+        // read a common term's whole posting list (7.6 -> 92 ms p50, docs/BENCHMARKS.md).
+        //
+        // In HNSW mode the planner still chooses between the index's ordered scan and
+        // reading the user's rows by (user, seq) and sorting them: for a user with few
+        // memories among many the latter is both exact and faster. (Forcing the index with
         // enable_sort=off was tried: it also turns the BM25 side into a full postings scan.)
         let settings = client
-            .prepare_cached(match self.inner.server.iterative_scan {
-                true => {
-                    "SELECT set_config('hnsw.ef_search', $1, true), \
+            .prepare_cached(match (plan.is_hnsw(), self.inner.server.iterative_scan) {
+                (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
+                (true, true) => {
+                    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true), \
                      set_config('hnsw.iterative_scan', 'strict_order', true)"
                 }
-                false => "SELECT set_config('hnsw.ef_search', $1, true)",
+                (true, false) => {
+                    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true)"
+                }
             })
             .await
             .map_err(pg_err)?;
@@ -290,9 +298,14 @@ impl PostgresStore {
         }
         .to_string();
         let ef_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef];
+        let settings_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] =
+            match plan.is_hnsw() {
+                true => &ef_param,
+                false => &[],
+            };
         let (begin, set, found, commit) = futures_util::join!(
             client.batch_execute("BEGIN"),
-            client.query(&settings, &ef_param),
+            client.query(&settings, settings_params),
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );
