@@ -71,6 +71,9 @@ struct Options {
     /// An hnsw.ef_search sweep.
     #[arg(long, value_delimiter = ',')]
     pg_ef: Vec<usize>,
+    /// A BM25 prune budget sweep (hybrid searches over HNSW).
+    #[arg(long, value_delimiter = ',')]
+    pg_budgets: Vec<u64>,
 }
 
 fn options() -> Options {
@@ -125,6 +128,7 @@ async fn main() -> Result<(), BoxError> {
                 keep: opts.pg_keep,
                 explain: opts.pg_explain,
                 ef_sweep: opts.pg_ef.clone(),
+                budget_sweep: opts.pg_budgets.clone(),
             };
             postgres::measure(&pg).await?
         }

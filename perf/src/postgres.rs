@@ -37,6 +37,8 @@ pub struct PgOptions {
     pub explain: bool,
     /// Also run HNSW with these fixed `hnsw.ef_search` values.
     pub ef_sweep: Vec<usize>,
+    /// Also run HNSW hybrid searches at these BM25 prune budgets.
+    pub budget_sweep: Vec<u64>,
 }
 
 /// SplitMix64: the same corpus and queries on every run and machine.
@@ -437,8 +439,27 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             sweep.push(json!({ "ef_search": ef, "hybrid_p50_ms": h.latencies.p50(),
                 "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1 }));
         }
+        let mut budgets = Vec::new();
+        for &budget in &opts.budget_sweep {
+            let store = PostgresStore::connect(PostgresConfig {
+                prune_budget: budget,
+                ..config(&opts.url, &schema, DenseMode::Hnsw)
+            })
+            .await?;
+            let h = run(&store, &hybrid).await?;
+            println!(
+                "| {n} | | | | hnsw, prune budget {budget} | {:.1} | {:.1} | | | {:.3} / - ({}) |",
+                h.latencies.p50(),
+                h.latencies.p95(),
+                overlap(&exact_h.results, &h.results),
+                by_path(&h)
+            );
+            budgets.push(json!({ "prune_budget": budget, "hybrid_p50_ms": h.latencies.p50(),
+                "hybrid_p95_ms": h.latencies.p95() }));
+        }
         rows.push(json!({
             "ef_sweep": sweep,
+            "budget_sweep": budgets,
             "n": n,
             "memorize_one_client_per_s": load_rates.map(|r| r.0),
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),

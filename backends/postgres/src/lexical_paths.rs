@@ -18,8 +18,8 @@ pub enum LexicalPath {
     Pruned,
     /// As `Pruned`, with essential terms beyond the budget scanned too.
     PrunedExtended,
-    /// A single query term beyond the budget, read in impact order: only the postings
-    /// that can reach the pool, not all of them.
+    /// A single query term, read in impact order: only the postings that can reach the
+    /// pool, not all of them.
     Impact,
 }
 

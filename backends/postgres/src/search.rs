@@ -102,10 +102,105 @@ pub(crate) fn statement(
         }
     }
 
-    // Lexical candidates.
-    let ordinals: Vec<i64> = (1..=terms.len() as i64).collect();
+    // Lexical candidates, by the number of query terms: none, one (read in impact order)
+    // or several (MaxScore).
+    let path = match k {
+        0 => {
+            cte(
+                &mut with,
+                "lexical",
+                Query::select()
+                    .expr_as(Expr::cust("NULL::int8"), "seq")
+                    .expr_as(Expr::cust("NULL::int8"), "rnk")
+                    .and_where(Expr::cust("false"))
+                    .to_owned(),
+            );
+            Expr::cust(LexicalPath::Once.code().to_string())
+        }
+        1 => {
+            term_statistics(&mut with, names, user, terms);
+            impact_ordered(&mut with, names, user, &terms[0], pool);
+            cte(&mut with, "lexical", ranked("i_cand", pool));
+            Expr::cust(LexicalPath::Impact.code().to_string())
+        }
+        _ => {
+            term_statistics(&mut with, names, user, terms);
+            let path = maxscore(&mut with, names, user, terms, pool, budget);
+            cte(&mut with, "lexical", ranked("l_scored", pool));
+            path
+        }
+    };
+
+    // Fusion, dense first then lexical, as the core adds them.
     cte(
         &mut with,
+        "fused",
+        Query::select()
+            .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), "seq")
+            .expr_as(Expr::cust("d.rnk"), "d_rank")
+            .expr_as(Expr::cust("l.rnk"), "l_rank")
+            .expr_as(
+                Expr::cust_with_values(
+                    "COALESCE(1::float8 / ($1::float8 + d.rnk::float8), 0::float8) \
+                     + COALESCE(1::float8 / ($2::float8 + l.rnk::float8), 0::float8)",
+                    [RRF_K, RRF_K],
+                ),
+                "score",
+            )
+            .from_as("dense", "d")
+            .join_as(
+                JoinType::FullOuterJoin,
+                "lexical",
+                "l",
+                Expr::col(("d", "seq")).equals(("l", "seq")),
+            )
+            // Only the best `top_k` are joined with their memories' rows.
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(sql_count(top_k))
+            .to_owned(),
+    );
+
+    let mut select = Query::select();
+    select
+        .columns(memory_columns("m"))
+        .column(("f", "score"))
+        .column(("f", "d_rank"))
+        .column(("f", "l_rank"))
+        .expr_as(
+            Expr::cust_with_values(
+                format!(
+                    "(SELECT u.doc_count FROM {} u WHERE u.user_id = $1)",
+                    names.q("users")
+                ),
+                [user],
+            ),
+            "live",
+        )
+        .expr_as(
+            path,
+            "lexical_path",
+        )
+        .from_as("fused", "f")
+        .join_as(
+            JoinType::InnerJoin,
+            memories(),
+            "m",
+            Expr::col(("m", "seq")).equals(("f", "seq")),
+        )
+        .order_by(("f", "score"), Order::Desc)
+        .order_by(("f", "seq"), Order::Asc)
+        .limit(sql_count(top_k))
+        .with_cte(with);
+    build(&select)
+}
+
+/// The query terms (`q_terms`: term, ord), the user's BM25 statistics (`stats`) and each
+/// term's idf and score bound (`l_idf`).
+fn term_statistics(with: &mut WithClause, names: &Names, user: &str, terms: &[String]) {
+    let ordinals: Vec<i64> = (1..=terms.len() as i64).collect();
+    cte(
+        with,
         "q_terms",
         Query::select()
             .expr_as(
@@ -119,7 +214,7 @@ pub(crate) fn statement(
             .to_owned(),
     );
     cte(
-        &mut with,
+        with,
         "stats",
         Query::select()
             .expr_as(Expr::cust("s.doc_count::float8"), "n")
@@ -145,7 +240,7 @@ pub(crate) fn statement(
             .to_owned(),
     );
     cte(
-        &mut with,
+        with,
         "l_idf",
         Query::select()
             .column(("q", "term"))
@@ -178,6 +273,19 @@ pub(crate) fn statement(
             .join_as(JoinType::InnerJoin, "stats", "s", Expr::cust("true"))
             .to_owned(),
     );
+}
+
+/// The BM25 side of a query of several terms (`l_scored`: seq, score), pruned where it can
+/// be; returns the expression naming the path it took.
+fn maxscore(
+    with: &mut WithClause,
+    names: &Names,
+    user: &str,
+    terms: &[String],
+    pool: usize,
+    budget: i64,
+) -> Expr {
+    let k = terms.len();
     // Pruning (MaxScore). The rarest terms, up to the budget's postings in all, are
     // scored first, alone (`c_part`); the pool-th best of those partial scores (`c_cut`)
     // is a floor under the pool-th best full score, since adding terms only raises a
@@ -190,7 +298,7 @@ pub(crate) fn statement(
     // posting of every term is scored, as without pruning. Either way the pool is
     // exactly the one scoring everything gives.
     cte(
-        &mut with,
+        with,
         "l_split",
         Query::select()
             .columns(["term", "ord", "idf", "ub"])
@@ -208,7 +316,7 @@ pub(crate) fn statement(
     );
     // Every term within the budget: `c_part` already holds the full scores.
     cte(
-        &mut with,
+        with,
         "l_once",
         Query::select()
             .expr_as(
@@ -238,9 +346,9 @@ pub(crate) fn statement(
         .group_by_col("seq")
         .to_owned(),
     };
-    cte(&mut with, "c_part", c_part);
+    cte(with, "c_part", c_part);
     cte(
-        &mut with,
+        with,
         "c_cut",
         Query::select()
             .expr_as(Expr::col("partial"), "cut")
@@ -251,7 +359,7 @@ pub(crate) fn statement(
             .to_owned(),
     );
     cte(
-        &mut with,
+        with,
         "l_ess",
         Query::select()
             .columns(["term", "ord", "idf", "cum", "tail"])
@@ -268,7 +376,7 @@ pub(crate) fn statement(
     // One row when some term is pruned: the floor and the pruned terms' summed bounds
     // (the largest tail among them: the tail of the first).
     cte(
-        &mut with,
+        with,
         "gate",
         Query::select()
             .column(("c", "cut"))
@@ -314,7 +422,7 @@ pub(crate) fn statement(
         .to_owned();
     let ess_sum = fold((1..=k).map(|i| format!("max(x.v{i})")));
     cte(
-        &mut with,
+        with,
         "c_ess",
         per_term_columns(Query::select().column(("x", "seq")), k, |i| {
             format!("max(x.v{i})")
@@ -329,7 +437,7 @@ pub(crate) fn statement(
         .to_owned(),
     );
     cte(
-        &mut with,
+        with,
         "c_cut2",
         Query::select()
             .expr_as(Expr::col("partial"), "cut")
@@ -358,7 +466,7 @@ pub(crate) fn statement(
         )
     };
     cte(
-        &mut with,
+        with,
         "l_pruned",
         Query::select()
             .column(("c", "seq"))
@@ -372,15 +480,7 @@ pub(crate) fn statement(
     // Not pruned and not within the budget: every posting of every term can matter.
     let everything = format!("NOT {pruned} AND NOT {ONCE}");
     let mut unpruned = match k {
-        1 => {
-            impact_ordered(&mut with, names, user, &terms[0], pool, &everything);
-            Query::select()
-                .column("seq")
-                .expr_as(Expr::col("v"), "score")
-                .from("i_cand")
-                .to_owned()
-        }
-        2..=MAX_UNROLLED_TERMS => Query::select()
+        ..=MAX_UNROLLED_TERMS => Query::select()
             .column("seq")
             .expr_as(Expr::col("partial"), "score")
             .from_subquery(every_posting(names, user, "l_idf", terms, &everything), "a")
@@ -398,7 +498,7 @@ pub(crate) fn statement(
             .to_owned(),
     };
     cte(
-        &mut with,
+        with,
         "l_scored",
         unpruned
             .union(
@@ -419,78 +519,18 @@ pub(crate) fn statement(
             )
             .to_owned(),
     );
-    cte(&mut with, "lexical", ranked("l_scored", pool));
-
-    // Fusion, dense first then lexical, as the core adds them.
-    cte(
-        &mut with,
-        "fused",
-        Query::select()
-            .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), "seq")
-            .expr_as(Expr::cust("d.rnk"), "d_rank")
-            .expr_as(Expr::cust("l.rnk"), "l_rank")
-            .expr_as(
-                Expr::cust_with_values(
-                    "COALESCE(1::float8 / ($1::float8 + d.rnk::float8), 0::float8) \
-                     + COALESCE(1::float8 / ($2::float8 + l.rnk::float8), 0::float8)",
-                    [RRF_K, RRF_K],
-                ),
-                "score",
-            )
-            .from_as("dense", "d")
-            .join_as(
-                JoinType::FullOuterJoin,
-                "lexical",
-                "l",
-                Expr::col(("d", "seq")).equals(("l", "seq")),
-            )
-            .to_owned(),
-    );
-
-    let mut select = Query::select();
-    select
-        .columns(memory_columns("m"))
-        .column(("f", "score"))
-        .column(("f", "d_rank"))
-        .column(("f", "l_rank"))
-        .expr_as(
-            Expr::cust_with_values(
-                format!(
-                    "(SELECT u.doc_count FROM {} u WHERE u.user_id = $1)",
-                    names.q("users")
-                ),
-                [user],
-            ),
-            "live",
-        )
-        .expr_as(
-            Expr::cust_with_values(
-                format!(
-                    "CASE WHEN {ONCE} THEN 1 WHEN {pruned} THEN \
-                     CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
-                     THEN 3 ELSE 2 END ELSE {unpruned} END",
-                    unpruned = match k {
-                        1 => LexicalPath::Impact,
-                        _ => LexicalPath::Full,
-                    }
-                    .code(),
-                ),
-                [budget],
-            ),
-            "lexical_path",
-        )
-        .from_as("fused", "f")
-        .join_as(
-            JoinType::InnerJoin,
-            memories(),
-            "m",
-            Expr::col(("m", "seq")).equals(("f", "seq")),
-        )
-        .order_by(("f", "score"), Order::Desc)
-        .order_by(("f", "seq"), Order::Asc)
-        .limit(sql_count(top_k))
-        .with_cte(with);
-    build(&select)
+    Expr::cust_with_values(
+        format!(
+            "CASE WHEN {ONCE} THEN {once} WHEN {pruned} THEN \
+             CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
+             THEN {extended} ELSE {pruned_code} END ELSE {full} END",
+            once = LexicalPath::Once.code(),
+            extended = LexicalPath::PrunedExtended.code(),
+            pruned_code = LexicalPath::Pruned.code(),
+            full = LexicalPath::Full.code(),
+        ),
+        [budget],
+    )
 }
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
@@ -736,7 +776,7 @@ fn every_posting(
     select
 }
 
-/// A one-term search past the budget, read in impact order (`i_cand`: `(seq, v)`).
+/// A one-term search, read in impact order (`i_cand`: `(seq, score)`).
 ///
 /// Within one tf a posting's score falls as its memory grows longer, so the postings
 /// index in (tf, doc_len, seq) order lists each tf's postings best first. The first
@@ -752,7 +792,6 @@ fn impact_ordered(
     user: &str,
     term: &str,
     pool: usize,
-    guard: &str,
 ) {
     let per_tf = |bound: Option<&str>| {
         let mut scan = Query::select();
@@ -775,7 +814,7 @@ fn impact_ordered(
         };
         Query::select()
             .column(("p", "seq"))
-            .expr_as(term_score("e.idf"), "v")
+            .expr_as(term_score("e.idf"), "score")
             .from_as("l_idf", "e")
             .cross_join("stats")
             .join_lateral(
@@ -792,7 +831,6 @@ fn impact_ordered(
                 "p",
                 Expr::cust("true"),
             )
-            .and_where(Expr::cust(guard.to_owned()))
             .to_owned()
     };
     cte(with, "i_seed", per_tf(None));
@@ -800,9 +838,9 @@ fn impact_ordered(
         with,
         "i_floor",
         Query::select()
-            .column("v")
+            .column("score")
             .from("i_seed")
-            .order_by("v", Order::Desc)
+            .order_by("score", Order::Desc)
             .limit(1)
             .offset(sql_count(pool) - 1)
             .to_owned(),
@@ -812,7 +850,7 @@ fn impact_ordered(
     // postings in all, all of them seeds) bounds nothing.
     let bound = format!(
         "LEAST(GREATEST(COALESCE(floor(((e.idf * g.tf::float8 * stats.k1p1 \
-         / ((SELECT v FROM i_floor) * {keep}::float8) - g.tf::float8) / stats.k1 - stats.omb) \
+         / ((SELECT score FROM i_floor) * {keep}::float8) - g.tf::float8) / stats.k1 - stats.omb) \
          * stats.avgdl / stats.b) + 1::float8, {max}::float8), 0::float8), {max}::float8)::int4",
         keep = 1.0 - FLOOR_SLACK,
         max = i32::MAX,
