@@ -20,7 +20,7 @@ use cortex_core::index::{BM25_B, BM25_K1};
 use cortex_core::{Memory, StoreError};
 use pgvector::Vector;
 use sea_query::{
-    CommonTableExpression, Expr, ExprTrait, JoinType, Order, Query, SelectStatement, WithClause,
+    Asterisk, CommonTableExpression, Expr, ExprTrait, JoinType, Order, Query, SelectStatement, WithClause,
 };
 use tokio_postgres::Row;
 
@@ -192,6 +192,9 @@ pub(crate) fn statement(
         .order_by(("f", "seq"), Order::Asc)
         .limit(sql_count(top_k))
         .with_cte(with);
+    if std::env::var("CORTEX_DEBUG_SQL").is_ok() {
+        eprintln!("SQL-BEGIN\n{};\nSQL-END", select.to_string(sea_query::PostgresQueryBuilder));
+    }
     build(&select)
 }
 
@@ -447,21 +450,35 @@ fn maxscore(
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
+    // The pruned terms in one row (`pr{i}`, with `idf{i}` and `term{i}`; NULL for a term
+    // no memory holds), so a lookup reads them as columns: one-time subqueries for each
+    // of them cost more to plan than the rest of the statement.
+    let mut row = Query::select();
+    for i in 1..=k {
+        row.expr_as(
+            Expr::cust(format!("bool_or(NOT essential) FILTER (WHERE ord = {i})")),
+            format!("pr{i}"),
+        )
+        .expr_as(
+            Expr::cust(format!("max(idf) FILTER (WHERE ord = {i})")),
+            format!("idf{i}"),
+        )
+        .expr_as(
+            Expr::cust(format!("max(term) FILTER (WHERE ord = {i})")),
+            format!("term{i}"),
+        );
+    }
+    cte(with, "l_row", row.from("l_ess").to_owned());
     // The survivors' full scores: each essential term's score is known; a pruned term's
     // comes from a key lookup (only for the pruned terms, and only where it is missing).
     // Added in the query terms' order, as the core does.
     let looked_up = |i: usize| {
-        // term_score's arithmetic, with k1 + 1, k1, 1 - b and b from `stats`. Every value
-        // but the memory is a one-time subquery: the lookup is one index probe.
+        // term_score's arithmetic, with k1 + 1, k1, 1 - b and b from `stats`.
         format!(
-            "COALESCE(c.v{i}, CASE WHEN (SELECT NOT essential FROM l_ess WHERE ord = {i}) \
-             THEN (SELECT (SELECT idf FROM l_ess WHERE ord = {i}) * (p.tf::float8 \
-                   * (SELECT k1p1 FROM stats) / (p.tf::float8 + (SELECT k1 FROM stats) \
-                   * ((SELECT omb FROM stats) + (SELECT b FROM stats) * p.doc_len::float8 \
-                   / (SELECT avgdl FROM stats)))) \
-                   FROM {postings} p \
-                   WHERE p.user_id = (SELECT uid FROM stats) AND p.seq = c.seq \
-                   AND p.term = (SELECT term FROM l_ess WHERE ord = {i})) END)",
+            "COALESCE(c.v{i}, CASE WHEN r.pr{i} THEN (SELECT r.idf{i} * (p.tf::float8 \
+             * s.k1p1 / (p.tf::float8 + s.k1 * (s.omb + s.b * p.doc_len::float8 / s.avgdl))) \
+             FROM {postings} p \
+             WHERE p.user_id = s.uid AND p.seq = c.seq AND p.term = r.term{i}) END)",
             postings = names.q("postings"),
         )
     };
@@ -472,28 +489,35 @@ fn maxscore(
             .column(("c", "seq"))
             .expr_as(Expr::cust(fold((1..=k).map(looked_up))), "score")
             .from_as("c_ess", "c")
+            .cross_join(sea_query::TableRef::from("l_row").alias("r"))
+            .cross_join(sea_query::TableRef::from("stats").alias("s"))
             .and_where(Expr::cust(
                 "c.partial + (SELECT rest FROM gate) >= (SELECT cut FROM c_cut2)",
             ))
             .to_owned(),
     );
-    // Not pruned and not within the budget: every posting of every term can matter.
-    let everything = format!("NOT {pruned} AND NOT {ONCE}");
+    // Not pruned and not within the budget: every posting of every term can matter. The
+    // terms to scan in full, decided once (each scan reads them as a join, not a
+    // subquery: cheaper to plan).
+    cte(
+        with,
+        "l_full",
+        Query::select()
+            .column(Asterisk)
+            .from("l_idf")
+            .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
+            .to_owned(),
+    );
     let mut unpruned = match k {
         ..=MAX_UNROLLED_TERMS => Query::select()
             .column("seq")
             .expr_as(Expr::col("partial"), "score")
-            .from_subquery(every_posting(names, user, "l_idf", terms, &everything), "a")
+            .from_subquery(every_posting(names, user, "l_full", terms, "true"), "a")
             .to_owned(),
         _ => Query::select()
             .column("seq")
             .expr_as(Expr::cust(summed_in_order(k)), "score")
-            .from_subquery(
-                term_scores(names, user, "l_idf", "i")
-                    .and_where(Expr::cust(everything.clone()))
-                    .to_owned(),
-                "x",
-            )
+            .from_subquery(term_scores(names, user, "l_full", "i"), "x")
             .group_by_col("seq")
             .to_owned(),
     };
