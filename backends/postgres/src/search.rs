@@ -192,9 +192,6 @@ pub(crate) fn statement(
         .order_by(("f", "seq"), Order::Asc)
         .limit(sql_count(top_k))
         .with_cte(with);
-    if std::env::var("CORTEX_DEBUG_SQL").is_ok() {
-        eprintln!("SQL-BEGIN\n{};\nSQL-END", select.to_string(sea_query::PostgresQueryBuilder));
-    }
     build(&select)
 }
 
