@@ -454,8 +454,10 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 overlap(&exact_h.results, &h.results),
                 by_path(&h)
             );
-            budgets.push(json!({ "prune_budget": budget, "hybrid_p50_ms": h.latencies.p50(),
-                "hybrid_p95_ms": h.latencies.p95() }));
+            budgets.push(
+                json!({ "prune_budget": budget, "hybrid_p50_ms": h.latencies.p50(),
+                "hybrid_p95_ms": h.latencies.p95() }),
+            );
         }
         rows.push(json!({
             "ef_sweep": sweep,

@@ -11,7 +11,9 @@
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
 //!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
 //!   the query terms' order (byte order, see [`summed_in_order`]), only memories with a
-//!   query term, ranked by score then sequence;
+//!   query term, ranked by score then sequence (a one-term query reads only the postings
+//!   that can reach the pool, in impact order, see [`impact_ordered`]; several terms prune
+//!   the commonest lists where they cannot change the pool, see [`maxscore`]);
 //! - fusion: `1 / (60 + dense_rank)` then `+ 1 / (60 + lexical_rank)`, ordered by score
 //!   then sequence, the best `top_k`.
 
@@ -20,7 +22,8 @@ use cortex_core::index::{BM25_B, BM25_K1};
 use cortex_core::{Memory, StoreError};
 use pgvector::Vector;
 use sea_query::{
-    Asterisk, CommonTableExpression, Expr, ExprTrait, JoinType, Order, Query, SelectStatement, WithClause,
+    Asterisk, CommonTableExpression, Expr, ExprTrait, JoinType, Order, Query, SelectStatement,
+    WithClause,
 };
 use tokio_postgres::Row;
 
@@ -177,10 +180,7 @@ pub(crate) fn statement(
             ),
             "live",
         )
-        .expr_as(
-            path,
-            "lexical_path",
-        )
+        .expr_as(path, "lexical_path")
         .from_as("fused", "f")
         .join_as(
             JoinType::InnerJoin,
@@ -807,13 +807,7 @@ fn every_posting(
 /// widened past rounding: a superset of every posting scoring at least the floor, so
 /// their best `pool` are the pool, ties included. A few hundred index entries instead of
 /// the whole list.
-fn impact_ordered(
-    with: &mut WithClause,
-    names: &Names,
-    user: &str,
-    term: &str,
-    pool: usize,
-) {
+fn impact_ordered(with: &mut WithClause, names: &Names, user: &str, term: &str, pool: usize) {
     let per_tf = |bound: Option<&str>| {
         let mut scan = Query::select();
         scan.columns([("q", "seq"), ("q", "tf"), ("q", "doc_len")])

@@ -298,11 +298,10 @@ impl PostgresStore {
         }
         .to_string();
         let ef_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef];
-        let settings_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] =
-            match plan.is_hnsw() {
-                true => &ef_param,
-                false => &[],
-            };
+        let settings_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = match plan.is_hnsw() {
+            true => &ef_param,
+            false => &[],
+        };
         let (begin, set, found, commit) = futures_util::join!(
             client.batch_execute("BEGIN"),
             client.query(&settings, settings_params),

@@ -638,7 +638,10 @@ async fn searches_use_custom_plans() {
             .await
             .unwrap()
             .get(0);
-        assert_eq!(setting, "force_generic_plan", "{mode:?}: the setting leaked");
+        assert_eq!(
+            setting, "force_generic_plan",
+            "{mode:?}: the setting leaked"
+        );
     }
 }
 
