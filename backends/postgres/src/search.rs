@@ -157,10 +157,6 @@ pub(crate) fn statement(
                 "l",
                 Expr::col(("d", "seq")).equals(("l", "seq")),
             )
-            // Only the best `top_k` are joined with their memories' rows.
-            .order_by("score", Order::Desc)
-            .order_by("seq", Order::Asc)
-            .limit(sql_count(top_k))
             .to_owned(),
     );
 
