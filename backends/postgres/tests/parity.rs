@@ -98,6 +98,8 @@ fn queries(rng: &mut Rng, n: usize) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" "),
     );
+    // No term at all: the dense side alone (the statement builds no BM25 part).
+    out.push("?!".to_owned());
     while out.len() < n {
         let len = 1 + rng.below(5);
         let mut q: Vec<&str> = (0..len).map(|_| words[rng.zipf(words.len())]).collect();
