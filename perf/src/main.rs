@@ -74,6 +74,9 @@ struct Options {
     /// A BM25 prune budget sweep (hybrid searches over HNSW).
     #[arg(long, value_delimiter = ',')]
     pg_budgets: Vec<u64>,
+    /// A sweep of the pruned path's lookup cost (hybrid searches over HNSW).
+    #[arg(long, value_delimiter = ',')]
+    pg_lookup_costs: Vec<u64>,
 }
 
 fn options() -> Options {
@@ -129,6 +132,7 @@ async fn main() -> Result<(), BoxError> {
                 explain: opts.pg_explain,
                 ef_sweep: opts.pg_ef.clone(),
                 budget_sweep: opts.pg_budgets.clone(),
+                lookup_sweep: opts.pg_lookup_costs.clone(),
             };
             postgres::measure(&pg).await?
         }

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest};
-use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
+use cortex_postgres::{
+    DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore,
+};
 use serde_json::{Value, json};
 
 use crate::BoxError;
@@ -39,6 +41,8 @@ pub struct PgOptions {
     pub ef_sweep: Vec<usize>,
     /// Also run HNSW hybrid searches at these BM25 prune budgets.
     pub budget_sweep: Vec<u64>,
+    /// Also run HNSW hybrid searches at these lookup costs.
+    pub lookup_sweep: Vec<u64>,
 }
 
 /// SplitMix64: the same corpus and queries on every run and machine.
@@ -440,24 +444,28 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1 }));
         }
         let mut budgets = Vec::new();
-        for &budget in &opts.budget_sweep {
+        let settings = opts
+            .budget_sweep
+            .iter()
+            .map(|&b| (b, DEFAULT_LOOKUP_COST))
+            .chain(opts.lookup_sweep.iter().map(|&c| (DEFAULT_PRUNE_BUDGET, c)));
+        for (budget, lookup_cost) in settings {
             let store = PostgresStore::connect(PostgresConfig {
                 prune_budget: budget,
+                lookup_cost,
                 ..config(&opts.url, &schema, DenseMode::Hnsw)
             })
             .await?;
             let h = run(&store, &hybrid).await?;
             println!(
-                "| {n} | | | | hnsw, prune budget {budget} | {:.1} | {:.1} | | | {:.3} / - ({}) |",
+                "| {n} | | | | hnsw, prune budget {budget}, lookup cost {lookup_cost} | {:.1} | {:.1} | | | {:.3} / - ({}) |",
                 h.latencies.p50(),
                 h.latencies.p95(),
                 overlap(&exact_h.results, &h.results),
                 by_path(&h)
             );
-            budgets.push(
-                json!({ "prune_budget": budget, "hybrid_p50_ms": h.latencies.p50(),
-                "hybrid_p95_ms": h.latencies.p95() }),
-            );
+            budgets.push(json!({ "prune_budget": budget, "lookup_cost": lookup_cost,
+                "hybrid_p50_ms": h.latencies.p50(), "hybrid_p95_ms": h.latencies.p95() }));
         }
         rows.push(json!({
             "ef_sweep": sweep,

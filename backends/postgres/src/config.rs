@@ -18,6 +18,10 @@ pub const DEFAULT_HNSW_THRESHOLD: u64 = 20_000;
 /// try pruning (see `search`): what it reads before it knows whether pruning holds.
 pub const DEFAULT_PRUNE_BUDGET: u64 = 8192;
 
+/// What one key lookup of a pruned query term costs, in postings scanned: about 1.9 us
+/// against 0.36 us at 100k memories (docs/BENCHMARKS.md).
+pub const DEFAULT_LOOKUP_COST: u64 = 5;
+
 /// How the pushdown finds its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DenseMode {
@@ -76,6 +80,11 @@ pub struct PostgresConfig {
     /// The BM25 pruning budget of the pushdown (postings of the rarest query terms). Any
     /// value gives the same results; 0 turns pruning off.
     pub prune_budget: u64,
+    /// What one key lookup costs against scanning one posting. A pruned search scores
+    /// its survivors by looking up the pruned terms, and scans every posting instead when
+    /// that reads less by this measure. Any value gives the same results; 0 always looks
+    /// up.
+    pub lookup_cost: u64,
     /// `hnsw.ef_search` for every HNSW search; `None` picks it from the candidate count
     /// (twice the count, at least 100). Higher finds more of the exact neighbours, slower.
     pub ef_search: Option<usize>,
@@ -92,14 +101,15 @@ impl PostgresConfig {
             hnsw_threshold: DEFAULT_HNSW_THRESHOLD,
             pushdown: true,
             prune_budget: DEFAULT_PRUNE_BUDGET,
+            lookup_cost: DEFAULT_LOOKUP_COST,
             ef_search: None,
         }
     }
 
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
-    /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`
-    /// and `CORTEX_PG_EF_SEARCH` (1-1000).
+    /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
+    /// `CORTEX_PG_LOOKUP_COST` and `CORTEX_PG_EF_SEARCH` (1-1000).
     pub fn from_env() -> Result<Self, StoreError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -134,6 +144,9 @@ impl PostgresConfig {
         }
         if let Some(n) = get("CORTEX_PG_PRUNE_BUDGET") {
             config.prune_budget = parse_number("CORTEX_PG_PRUNE_BUDGET", &n)?;
+        }
+        if let Some(n) = get("CORTEX_PG_LOOKUP_COST") {
+            config.lookup_cost = parse_number("CORTEX_PG_LOOKUP_COST", &n)?;
         }
         if let Some(ef) = get("CORTEX_PG_EF_SEARCH").filter(|v| !v.trim().is_empty()) {
             let ef: usize = parse_number("CORTEX_PG_EF_SEARCH", &ef)?;
@@ -182,6 +195,7 @@ impl fmt::Debug for PostgresConfig {
             .field("hnsw_threshold", &self.hnsw_threshold)
             .field("pushdown", &self.pushdown)
             .field("prune_budget", &self.prune_budget)
+            .field("lookup_cost", &self.lookup_cost)
             .field("ef_search", &self.ef_search)
             .finish()
     }
@@ -257,6 +271,7 @@ mod tests {
             ("CORTEX_PG_HNSW_THRESHOLD", "500"),
             ("CORTEX_PG_PUSHDOWN", "0"),
             ("CORTEX_PG_PRUNE_BUDGET", "0"),
+            ("CORTEX_PG_LOOKUP_COST", "7"),
             ("CORTEX_PG_EF_SEARCH", "300"),
         ]
         .into_iter()
@@ -268,8 +283,10 @@ mod tests {
         assert_eq!(c.hnsw_threshold, 500);
         assert!(!c.pushdown);
         assert_eq!(c.prune_budget, 0);
+        assert_eq!(c.lookup_cost, 7);
         assert_eq!(c.ef_search, Some(300));
         assert_eq!(PostgresConfig::new("x").prune_budget, DEFAULT_PRUNE_BUDGET);
+        assert_eq!(PostgresConfig::new("x").lookup_cost, DEFAULT_LOOKUP_COST);
     }
 
     #[test]

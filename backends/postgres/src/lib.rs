@@ -28,7 +28,8 @@ mod store;
 mod tls;
 
 pub use config::{
-    DEFAULT_HNSW_THRESHOLD, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig,
+    DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
+    DenseMode, PostgresConfig,
 };
 pub use lexical_paths::{LexicalPath, LexicalPaths};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};

@@ -45,6 +45,7 @@ pub(crate) fn statement(
     terms: &[String],
     top_k: usize,
     prune_budget: u64,
+    lookup_cost: u64,
 ) -> Built {
     let budget = i64::try_from(prune_budget).unwrap_or(i64::MAX);
     let pool = candidate_pool(top_k);
@@ -128,7 +129,7 @@ pub(crate) fn statement(
         }
         _ => {
             term_statistics(&mut with, names, user, terms);
-            let path = maxscore(&mut with, names, user, terms, pool, budget);
+            let path = maxscore(&mut with, names, user, terms, pool, budget, lookup_cost);
             cte(&mut with, "lexical", ranked("l_scored", pool));
             path
         }
@@ -280,6 +281,7 @@ fn maxscore(
     terms: &[String],
     pool: usize,
     budget: i64,
+    lookup_cost: u64,
 ) -> Expr {
     let k = terms.len();
     // Pruning (MaxScore). The rarest terms, up to the budget's postings in all, are
@@ -299,6 +301,7 @@ fn maxscore(
         Query::select()
             .columns(["term", "ord", "idf", "ub"])
             .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
+            .expr_as(Expr::cust("(sum(df) OVER ())::int8"), "all_df")
             .expr_as(
                 Expr::cust_with_values(
                     "sum(ub) OVER (ORDER BY df, ord ROWS BETWEEN CURRENT ROW AND UNBOUNDED \
@@ -358,7 +361,7 @@ fn maxscore(
         with,
         "l_ess",
         Query::select()
-            .columns(["term", "ord", "idf", "cum", "tail"])
+            .columns(["term", "ord", "idf", "cum", "tail", "all_df"])
             .expr_as(
                 Expr::cust_with_values(
                     "cum <= $1::int8 OR COALESCE(tail >= (SELECT cut FROM c_cut), true)",
@@ -370,19 +373,24 @@ fn maxscore(
             .to_owned(),
     );
     // One row when some term is pruned: the floor and the pruned terms' summed bounds
-    // (the largest tail among them: the tail of the first).
+    // (the largest tail among them: the tail of the first), how many they are and how
+    // many postings a full scan would read.
     cte(
         with,
         "gate",
         Query::select()
             .column(("c", "cut"))
             .column(("r", "rest"))
+            .column(("r", "n_pruned"))
+            .column(("r", "all_df"))
             .expr_as(Expr::cust("c.cut > r.rest"), "ok")
             .from_as("c_cut", "c")
             .join_subquery(
                 JoinType::InnerJoin,
                 Query::select()
                     .expr_as(Expr::cust("max(tail)"), "rest")
+                    .expr_as(Expr::cust("count(*)"), "n_pruned")
+                    .expr_as(Expr::cust("max(all_df)"), "all_df")
                     .from("l_ess")
                     .and_where(Expr::cust("NOT essential"))
                     .to_owned(),
@@ -443,6 +451,26 @@ fn maxscore(
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
+    // Whether the survivors are scored by key lookups (the pruned path) or every posting
+    // is scanned after all: a lookup costs several postings' scan, and when the pruned
+    // terms' bounds are high beside the floor nearly every memory holding an essential
+    // term survives.
+    cte(
+        with,
+        "l_mode",
+        Query::select()
+            .expr_as(
+                Expr::cust(format!(
+                    "g.ok AND (SELECT count(*) FROM c_ess c WHERE c.partial + g.rest \
+                     >= (SELECT cut FROM c_cut2))::float8 * g.n_pruned::float8 \
+                     * {lookup_cost}::float8 <= g.all_df::float8"
+                )),
+                "lookup",
+            )
+            .from_as("gate", "g")
+            .to_owned(),
+    );
+    let scored_by_lookups = LOOKED_UP;
     // The pruned terms in one row (`pr{i}`, with `idf{i}` and `term{i}`; NULL for a term
     // no memory holds), so a lookup reads them as columns: one-time subqueries for each
     // of them cost more to plan than the rest of the statement.
@@ -487,6 +515,7 @@ fn maxscore(
             .and_where(Expr::cust(
                 "c.partial + (SELECT rest FROM gate) >= (SELECT cut FROM c_cut2)",
             ))
+            .and_where(Expr::cust(scored_by_lookups))
             .to_owned(),
     );
     // Not pruned and not within the budget: every posting of every term can matter. The
@@ -498,7 +527,9 @@ fn maxscore(
         Query::select()
             .column(Asterisk)
             .from("l_idf")
-            .and_where(Expr::cust(format!("NOT {pruned} AND NOT {ONCE}")))
+            .and_where(Expr::cust(format!(
+                "NOT {scored_by_lookups} AND NOT {ONCE}"
+            )))
             .to_owned(),
     );
     let mut unpruned = match k {
@@ -538,7 +569,7 @@ fn maxscore(
     );
     Expr::cust_with_values(
         format!(
-            "CASE WHEN {ONCE} THEN {once} WHEN {pruned} THEN \
+            "CASE WHEN {ONCE} THEN {once} WHEN {scored_by_lookups} THEN \
              CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
              THEN {extended} ELSE {pruned_code} END ELSE {full} END",
             once = LexicalPath::Once.code(),
@@ -698,6 +729,9 @@ fn term_score(idf: &str) -> Expr {
         BM25_PARAMS,
     )
 }
+
+/// Whether the pruned path scores its survivors (see `l_mode`).
+const LOOKED_UP: &str = "COALESCE((SELECT lookup FROM l_mode), false)";
 
 /// Relative (and absolute) widening of the bounds, far above float rounding: a looser
 /// bound only prunes a little less.

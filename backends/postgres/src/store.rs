@@ -243,6 +243,7 @@ impl PostgresStore {
             &request.terms,
             request.top_k,
             self.inner.config.prune_budget,
+            self.inner.config.lookup_cost,
         );
         let explained = (format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), values);
         let pool_size = cortex_core::candidate_pool(request.top_k);
@@ -726,6 +727,7 @@ impl MemoryStore for PostgresStore {
             &request.terms,
             request.top_k,
             self.inner.config.prune_budget,
+            self.inner.config.lookup_cost,
         );
         let pool_size = cortex_core::candidate_pool(request.top_k);
         let found = self.run_search(plan, &built, pool_size).await?;

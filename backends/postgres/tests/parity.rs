@@ -176,14 +176,17 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     let schema = TestSchema::new(tag, true, DenseMode::Exact).await;
     let pg = schema.store().await;
     // The same tables searched with BM25 pruning at other budgets: off, and small enough
-    // that common terms fall outside the essential set (bounds and cut both matter).
+    // that common terms fall outside the essential set (bounds and cut both matter), with
+    // the survivors always looked up (lookup cost 0) or never (the full scan instead).
     let mut budgets = Vec::new();
-    for budget in [0, 5, 60] {
+    for (budget, lookup_cost) in [(0, 0), (5, 0), (60, 0), (5, u64::MAX)] {
         let config = PostgresConfig {
             prune_budget: budget,
+            lookup_cost,
             ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
         };
-        budgets.push((budget, PostgresStore::connect(config).await.unwrap()));
+        let store = PostgresStore::connect(config).await.unwrap();
+        budgets.push(((budget, lookup_cost), store));
     }
     let dimension = embedder.dimension();
     let signature = EmbeddingSignature::new("parity", dimension);
@@ -286,10 +289,13 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
                 &expected,
                 &pushed,
             );
-            for (budget, store) in &budgets {
+            for ((budget, lookup_cost), store) in &budgets {
                 let pushed = store.search(&user, &request).await.unwrap();
                 same(
-                    &format!("{label} (postgres pushdown, prune budget {budget})"),
+                    &format!(
+                        "{label} (postgres pushdown, prune budget {budget}, lookup cost \
+                         {lookup_cost})"
+                    ),
                     &expected,
                     &pushed,
                 );
@@ -297,13 +303,13 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
             compared += 1;
         }
     }
-    let paths: Vec<(u64, LexicalPaths)> = budgets
+    let paths: Vec<((u64, u64), LexicalPaths)> = budgets
         .iter()
         .map(|(budget, store)| (*budget, store.lexical_paths()))
         .collect();
     eprintln!(
         "parity {tag}: {} live memories, {compared} (query, top_k) pairs identical; \
-         BM25 paths by prune budget: {paths:?}, default {:?}",
+         BM25 paths by (prune budget, lookup cost): {paths:?}, default {:?}",
         pg_index.len(),
         pg.lexical_paths()
     );
@@ -319,6 +325,16 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     assert!(
         paths.iter().any(|(_, p)| p.pruned_extended > 0),
         "no search pruned with essential terms past the budget: that path went untested"
+    );
+    // Lookups never pay: whatever could be pruned is scanned in full instead.
+    assert_eq!(
+        paths[3].1.pruned_total(),
+        0,
+        "lookups that never pay were made"
+    );
+    assert!(
+        paths[3].1.full > paths[1].1.full,
+        "no search fell back from pruning to the full scan: that path went untested"
     );
     assert!(
         pg.lexical_paths().once + pg.lexical_paths().pruned_total() > 0,

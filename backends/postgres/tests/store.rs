@@ -186,14 +186,17 @@ async fn pruned_search_equals_full_scoring() {
         let v = [rng.float(), rng.float(), rng.float(), 1.0];
         store.add(&memory("u", &text), &v, &sig).await.unwrap();
     }
-    let at = |budget: u64| {
+    let at = |budget: u64, lookup_cost: u64| {
         let config = PostgresConfig {
             prune_budget: budget,
+            lookup_cost,
             ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
         };
         async move { PostgresStore::connect(config).await.unwrap() }
     };
-    let (pruning, full) = (at(100).await, at(0).await);
+    // Survivors always looked up, pruning off, and lookups deemed never worth it (the
+    // prunable searches scan every posting after all).
+    let (pruning, full, scanning) = (at(100, 0).await, at(0, 0).await, at(100, u64::MAX).await);
     let index = store.build_index("u", 4).await.unwrap().index;
     for (query, top_k) in [
         ("the zebra", 3),
@@ -224,6 +227,11 @@ async fn pruned_search_equals_full_scoring() {
             expected,
             "{query}"
         );
+        assert_eq!(
+            scanning.search("u", &request).await.unwrap(),
+            expected,
+            "{query}"
+        );
     }
     // The queries with "zebra" pruned, "yak" past the budget but essential; the one-term
     // queries read in impact order.
@@ -237,14 +245,16 @@ async fn pruned_search_equals_full_scoring() {
             impact: 3,
         }
     );
-    assert_eq!(
-        full.lexical_paths(),
-        LexicalPaths {
-            full: 3,
-            impact: 3,
-            ..LexicalPaths::default()
-        }
-    );
+    for store in [&full, &scanning] {
+        assert_eq!(
+            store.lexical_paths(),
+            LexicalPaths {
+                full: 3,
+                impact: 3,
+                ..LexicalPaths::default()
+            }
+        );
+    }
 }
 
 /// The SQL cosine equals the core's dense score bit for bit, on dimensions with and
