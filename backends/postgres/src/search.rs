@@ -35,6 +35,15 @@ use crate::lexical_paths::LexicalPath;
 use crate::schema::Names;
 use crate::sql::{Built, build, get};
 
+/// How the BM25 side of several terms prunes (see [`crate::PostgresConfig`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pruning {
+    /// `prune_budget`.
+    pub budget: u64,
+    /// `lookup_cost`.
+    pub lookup_cost: u64,
+}
+
 /// The statement for one query. `unit_query` is the query embedding scaled to unit length
 /// by the core (`normalized`), `terms` the request's terms in their given order.
 pub(crate) fn statement(
@@ -44,10 +53,13 @@ pub(crate) fn statement(
     unit_query: &[f32],
     terms: &[String],
     top_k: usize,
-    prune_budget: u64,
-    lookup_cost: u64,
+    pruning: Pruning,
 ) -> Built {
-    let budget = i64::try_from(prune_budget).unwrap_or(i64::MAX);
+    let Pruning {
+        budget,
+        lookup_cost,
+    } = pruning;
+    let budget = i64::try_from(budget).unwrap_or(i64::MAX);
     let pool = candidate_pool(top_k);
     let k = terms.len();
     let query = Vector::from(unit_query.to_vec());

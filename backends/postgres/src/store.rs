@@ -242,8 +242,10 @@ impl PostgresStore {
             &unit,
             &request.terms,
             request.top_k,
-            self.inner.config.prune_budget,
-            self.inner.config.lookup_cost,
+            search::Pruning {
+                budget: self.inner.config.prune_budget,
+                lookup_cost: self.inner.config.lookup_cost,
+            },
         );
         let explained = (format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), values);
         let pool_size = cortex_core::candidate_pool(request.top_k);
@@ -726,8 +728,10 @@ impl MemoryStore for PostgresStore {
             &unit,
             &request.terms,
             request.top_k,
-            self.inner.config.prune_budget,
-            self.inner.config.lookup_cost,
+            search::Pruning {
+                budget: self.inner.config.prune_budget,
+                lookup_cost: self.inner.config.lookup_cost,
+            },
         );
         let pool_size = cortex_core::candidate_pool(request.top_k);
         let found = self.run_search(plan, &built, pool_size).await?;
