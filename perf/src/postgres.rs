@@ -180,7 +180,7 @@ struct Run {
     results: Vec<Vec<uuid::Uuid>>,
     /// The same latencies by the BM25 path each search took: full scan, scored once,
     /// pruned, pruned past the budget.
-    by_path: [Samples; 5],
+    by_path: [Samples; 6],
 }
 
 async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
@@ -190,7 +190,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
     }
     let mut latencies = Samples::default();
     let mut results = Vec::new();
-    let mut by_path: [Samples; 5] = Default::default();
+    let mut by_path: [Samples; 6] = Default::default();
     for r in requests {
         let before = store.lexical_paths();
         let start = Instant::now();
@@ -204,6 +204,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
             after.pruned - before.pruned,
             after.pruned_extended - before.pruned_extended,
             after.impact - before.impact,
+            after.rarest_first - before.rarest_first,
         ]
         .iter()
         .position(|&n| n > 0);
@@ -406,6 +407,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 "pruned",
                 "pruned past the budget",
                 "one term in impact order",
+                "rarest term first",
             ]
             .iter()
             .zip(&run.by_path)
@@ -475,7 +477,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
             "hnsw_build_s": secs(build),
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
-            "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended, "impact": paths.impact },
+            "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended, "impact": paths.impact, "rarest_first": paths.rarest_first },
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),
                        "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),

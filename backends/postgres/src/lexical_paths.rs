@@ -21,6 +21,9 @@ pub enum LexicalPath {
     /// A single query term, read in impact order: only the postings that can reach the
     /// pool, not all of them.
     Impact,
+    /// The rarest term carried the pool: only its postings that could reach it were read,
+    /// in impact order, and the other terms looked up for those.
+    RarestFirst,
 }
 
 impl LexicalPath {
@@ -37,6 +40,7 @@ impl LexicalPath {
             2 => Ok(Self::Pruned),
             3 => Ok(Self::PrunedExtended),
             4 => Ok(Self::Impact),
+            5 => Ok(Self::RarestFirst),
             other => Err(StoreError::Corrupt(format!("lexical path {other}"))),
         }
     }
@@ -50,12 +54,13 @@ pub struct LexicalPaths {
     pub pruned: u64,
     pub pruned_extended: u64,
     pub impact: u64,
+    pub rarest_first: u64,
 }
 
 impl LexicalPaths {
     /// Searches that skipped some term's postings.
     pub fn pruned_total(&self) -> u64 {
-        self.pruned + self.pruned_extended
+        self.pruned + self.pruned_extended + self.rarest_first
     }
 
     /// Every search counted.
@@ -65,7 +70,7 @@ impl LexicalPaths {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct PathCounters([AtomicU64; 5]);
+pub(crate) struct PathCounters([AtomicU64; 6]);
 
 impl PathCounters {
     pub(crate) fn record(&self, path: LexicalPath) {
@@ -80,6 +85,7 @@ impl PathCounters {
             pruned: at(LexicalPath::Pruned as usize),
             pruned_extended: at(LexicalPath::PrunedExtended as usize),
             impact: at(LexicalPath::Impact as usize),
+            rarest_first: at(LexicalPath::RarestFirst as usize),
         }
     }
 }

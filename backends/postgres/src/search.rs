@@ -12,8 +12,10 @@
 //!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
 //!   the query terms' order (byte order, see [`summed_in_order`]), only memories with a
 //!   query term, ranked by score then sequence (a one-term query reads only the postings
-//!   that can reach the pool, in impact order, see [`impact_ordered`]; several terms prune
-//!   the commonest lists where they cannot change the pool, see [`maxscore`]);
+//!   that can reach the pool, in impact order, see [`impact_ordered`]; when the rarest of
+//!   several terms carries the pool, only its postings that can reach it are read, the
+//!   same way, and the others looked up for those, see [`rarest_first`]; otherwise several
+//!   terms prune the commonest lists where they cannot change the pool, see [`maxscore`]);
 //! - fusion: `1 / (60 + dense_rank)` then `+ 1 / (60 + lexical_rank)`, ordered by score
 //!   then sequence, the best `top_k`.
 
@@ -141,7 +143,10 @@ pub(crate) fn statement(
         }
         _ => {
             term_statistics(&mut with, names, user, terms);
-            let path = maxscore(&mut with, names, user, terms, pool, budget, lookup_cost);
+            let path = match (k, budget > 0) {
+                (2, true) => two_terms(&mut with, names, user, terms, pool, budget, lookup_cost),
+                _ => maxscore(&mut with, names, user, terms, pool, budget, lookup_cost),
+            };
             cte(&mut with, "lexical", ranked("l_scored", pool));
             path
         }
@@ -284,8 +289,82 @@ fn term_statistics(with: &mut WithClause, names: &Names, user: &str, terms: &[St
     );
 }
 
-/// The BM25 side of a query of several terms (`l_scored`: seq, score), pruned where it can
-/// be; returns the expression naming the path it took.
+/// The query terms from the rarest (`l_split`): each with its postings so far (`cum`),
+/// every term's (`all_df`), and the widened bounds of it and every commoner term
+/// (`tail`).
+fn split(with: &mut WithClause) {
+    cte(
+        with,
+        "l_split",
+        Query::select()
+            .columns(["term", "ord", "idf", "ub", "max_tf"])
+            .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
+            .expr_as(Expr::cust("(sum(df) OVER ())::int8"), "all_df")
+            .expr_as(
+                Expr::cust_with_values(
+                    "sum(ub) OVER (ORDER BY df, ord ROWS BETWEEN CURRENT ROW AND UNBOUNDED \
+                     FOLLOWING) * $1::float8 + $2::float8",
+                    [1.0 + BOUND_SLACK, BOUND_SLACK],
+                ),
+                "tail",
+            )
+            .from("l_idf")
+            .to_owned(),
+    );
+}
+
+/// Two terms: the rarest-first path when the rarer term carries the pool, else every
+/// posting of both (with two terms there is nothing else to prune: a pruned term needs
+/// the other to carry the pool, which is the rarest-first condition).
+fn two_terms(
+    with: &mut WithClause,
+    names: &Names,
+    user: &str,
+    terms: &[String],
+    pool: usize,
+    budget: i64,
+    lookup_cost: u64,
+) -> Expr {
+    split(with);
+    rarest_first(with, names, user, terms.len(), pool, lookup_cost);
+    cte(
+        with,
+        "l_full",
+        Query::select()
+            .column(Asterisk)
+            .from("l_idf")
+            .and_where(Expr::cust(format!("NOT {R_LOOKUP}")))
+            .to_owned(),
+    );
+    let mut scored = Query::select();
+    scored
+        .column("seq")
+        .expr_as(Expr::col("partial"), "score")
+        .from_subquery(every_posting(names, user, "l_full", terms, "true"), "a")
+        .union(
+            sea_query::UnionType::All,
+            Query::select()
+                .columns(["seq", "score"])
+                .from("r_scored")
+                .to_owned(),
+        );
+    cte(with, "l_scored", scored);
+    Expr::cust_with_values(
+        format!(
+            "CASE WHEN {R_LOOKUP} THEN {rarest} \
+             WHEN (SELECT max(cum) FROM l_split) <= $1::int8 THEN {once} ELSE {full} END",
+            rarest = LexicalPath::RarestFirst.code(),
+            once = LexicalPath::Once.code(),
+            full = LexicalPath::Full.code(),
+        ),
+        [budget],
+    )
+}
+
+/// The BM25 side of a query of three terms or more, or of two with pruning off
+/// (`l_scored`: seq, score), pruned where
+/// it can be (rarest-first first, when the budget allows pruning at all); returns the
+/// expression naming the path it took.
 fn maxscore(
     with: &mut WithClause,
     names: &Names,
@@ -307,24 +386,14 @@ fn maxscore(
     // are scored in full, the pruned terms by key lookups. When no term can be pruned every
     // posting of every term is scored, as without pruning. Either way the pool is
     // exactly the one scoring everything gives.
-    cte(
-        with,
-        "l_split",
-        Query::select()
-            .columns(["term", "ord", "idf", "ub"])
-            .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
-            .expr_as(Expr::cust("(sum(df) OVER ())::int8"), "all_df")
-            .expr_as(
-                Expr::cust_with_values(
-                    "sum(ub) OVER (ORDER BY df, ord ROWS BETWEEN CURRENT ROW AND UNBOUNDED \
-                     FOLLOWING) * $1::float8 + $2::float8",
-                    [1.0 + BOUND_SLACK, BOUND_SLACK],
-                ),
-                "tail",
-            )
-            .from("l_idf")
-            .to_owned(),
-    );
+    split(with);
+    // A budget of 0 turns every pruning off, this one too.
+    let rarest = budget > 0;
+    if rarest {
+        rarest_first(with, names, user, k, pool, lookup_cost);
+    }
+    let r_ok = if rarest { R_OK } else { "false" };
+    let r_lookup = if rarest { R_LOOKUP } else { "false" };
     // Every term within the budget: `c_part` already holds the full scores.
     cte(
         with,
@@ -337,7 +406,7 @@ fn maxscore(
             .from("l_split")
             .to_owned(),
     );
-    let within_budget = format!("e.cum <= {budget}::int8");
+    let within_budget = format!("e.cum <= {budget}::int8 AND NOT {r_ok}");
     let c_part = match k {
         1..=MAX_UNROLLED_TERMS => {
             let mut select = every_posting(names, user, "l_split", terms, &within_budget);
@@ -540,7 +609,8 @@ fn maxscore(
             .column(Asterisk)
             .from("l_idf")
             .and_where(Expr::cust(format!(
-                "NOT {scored_by_lookups} AND NOT {ONCE}"
+                "CASE WHEN {r_ok} THEN NOT {r_lookup} \
+                 ELSE NOT {scored_by_lookups} AND NOT {ONCE} END"
             )))
             .to_owned(),
     );
@@ -557,33 +627,40 @@ fn maxscore(
             .group_by_col("seq")
             .to_owned(),
     };
-    cte(
-        with,
-        "l_scored",
-        unpruned
-            .union(
-                sea_query::UnionType::All,
-                Query::select()
-                    .column("seq")
-                    .expr_as(Expr::col("partial"), "score")
-                    .from("c_part")
-                    .and_where(Expr::cust(ONCE))
-                    .to_owned(),
-            )
-            .union(
-                sea_query::UnionType::All,
-                Query::select()
-                    .columns(["seq", "score"])
-                    .from("l_pruned")
-                    .to_owned(),
-            )
-            .to_owned(),
-    );
+    unpruned
+        .union(
+            sea_query::UnionType::All,
+            Query::select()
+                .column("seq")
+                .expr_as(Expr::col("partial"), "score")
+                .from("c_part")
+                .and_where(Expr::cust(ONCE))
+                .to_owned(),
+        )
+        .union(
+            sea_query::UnionType::All,
+            Query::select()
+                .columns(["seq", "score"])
+                .from("l_pruned")
+                .to_owned(),
+        );
+    if rarest {
+        unpruned.union(
+            sea_query::UnionType::All,
+            Query::select()
+                .columns(["seq", "score"])
+                .from("r_scored")
+                .to_owned(),
+        );
+    }
+    cte(with, "l_scored", unpruned);
     Expr::cust_with_values(
         format!(
-            "CASE WHEN {ONCE} THEN {once} WHEN {scored_by_lookups} THEN \
+            "CASE WHEN {r_ok} THEN CASE WHEN {r_lookup} THEN {rarest_code} ELSE {full} END \
+             WHEN {ONCE} THEN {once} WHEN {scored_by_lookups} THEN \
              CASE WHEN EXISTS (SELECT 1 FROM l_ess WHERE essential AND cum > $1::int8) \
              THEN {extended} ELSE {pruned_code} END ELSE {full} END",
+            rarest_code = LexicalPath::RarestFirst.code(),
             once = LexicalPath::Once.code(),
             extended = LexicalPath::PrunedExtended.code(),
             pruned_code = LexicalPath::Pruned.code(),
@@ -591,6 +668,149 @@ fn maxscore(
         ),
         [budget],
     )
+}
+
+/// Whether the rarest-first path applies (see [`rarest_first`]).
+const R_OK: &str = "COALESCE((SELECT ok FROM r_gate), false)";
+
+/// Whether the rarest-first path scores its candidates by lookups (else it scans every
+/// posting).
+const R_LOOKUP: &str = "COALESCE((SELECT lookup FROM r_mode), false)";
+
+/// The rarest query term carries the pool when its own pool-th best score (`cut`) beats
+/// the summed bounds of every other term (`rest`): a memory without it, or with a score
+/// for it below `cut - rest`, scores below `cut`, which the pool-th best full score is at
+/// least. So the candidates are that term's postings scoring `cut - rest` or more, read in
+/// impact order as a one-term search reads its pool (see [`impact_ordered`]), and the
+/// other terms are looked up for them alone (`r_scored`: seq, score). `MaxScore` would scan
+/// every posting of the rare term to find the same candidates. When the lookups would cost
+/// more than a full scan (`r_mode`), every posting is scanned instead.
+fn rarest_first(
+    with: &mut WithClause,
+    names: &Names,
+    user: &str,
+    k: usize,
+    pool: usize,
+    lookup_cost: u64,
+) {
+    // The rarest term, with the others' summed bounds (the next term's tail; none: 0).
+    cte(
+        with,
+        "r_term",
+        Query::select()
+            .columns(["term", "ord", "idf", "max_tf"])
+            .expr_as(
+                Expr::cust("COALESCE(lead(tail) OVER (ORDER BY cum), 0::float8)"),
+                "rest",
+            )
+            .expr_as(Expr::cust("all_df"), "all_df")
+            .from("l_split")
+            .order_by("cum", Order::Asc)
+            .limit(1)
+            .to_owned(),
+    );
+    cte(
+        with,
+        "r_seed",
+        impact_scan(names, user, "r_term", None, None, None, pool),
+    );
+    // Every term's idf and text in one row, for the lookups.
+    let mut row = Query::select();
+    for i in 1..=k {
+        row.expr_as(
+            Expr::cust(format!("max(idf) FILTER (WHERE ord = {i})")),
+            format!("idf{i}"),
+        )
+        .expr_as(
+            Expr::cust(format!("max(term) FILTER (WHERE ord = {i})")),
+            format!("term{i}"),
+        );
+    }
+    cte(with, "r_row", row.from("l_idf").to_owned());
+    // A memory's full score (`c`: seq, score of the rare term): the rare term's score is
+    // its own; every other term's comes from a key lookup (none for a term no memory
+    // holds). Added in the query terms' order.
+    let score = |i: usize| {
+        format!(
+            "CASE WHEN e.ord = {i} THEN c.score WHEN r.term{i} IS NOT NULL THEN \
+             (SELECT r.idf{i} * (p.tf::float8 * s.k1p1 / (p.tf::float8 + s.k1 * (s.omb \
+             + s.b * p.doc_len::float8 / s.avgdl))) FROM {postings} p \
+             WHERE p.user_id = s.uid AND p.seq = c.seq AND p.term = r.term{i}) END",
+            postings = names.q("postings"),
+        )
+    };
+    let full_score = fold((1..=k).map(score));
+    let scored = |source: SelectStatement| {
+        Query::select()
+            .column(("c", "seq"))
+            .expr_as(Expr::cust(full_score.clone()), "score")
+            .from_subquery(source, "c")
+            .cross_join(sea_query::TableRef::from("r_term").alias("e"))
+            .cross_join(sea_query::TableRef::from("r_row").alias("r"))
+            .cross_join(sea_query::TableRef::from("stats").alias("s"))
+            .to_owned()
+    };
+    cte(
+        with,
+        "r_gate",
+        Query::select()
+            .expr_as(Expr::cust("f.score"), "cut")
+            .expr_as(Expr::cust("e.rest"), "rest")
+            .expr_as(Expr::cust("f.score > e.rest"), "ok")
+            .from_subquery(
+                Query::select()
+                    .column("score")
+                    .from("r_seed")
+                    .order_by("score", Order::Desc)
+                    .limit(1)
+                    .offset(sql_count(pool) - 1)
+                    .to_owned(),
+                "f",
+            )
+            .cross_join(sea_query::TableRef::from("r_term").alias("e"))
+            .to_owned(),
+    );
+    cte(
+        with,
+        "r_cand",
+        impact_scan(
+            names,
+            user,
+            "r_term",
+            None,
+            Some("(SELECT cut - rest FROM r_gate)"),
+            Some(R_OK),
+            pool,
+        ),
+    );
+    cte(
+        with,
+        "r_mode",
+        Query::select()
+            .expr_as(
+                Expr::cust(format!(
+                    "g.ok AND (SELECT count(*) FROM r_cand)::float8 * {others}::float8 \
+                     * {lookup_cost}::float8 <= e.all_df::float8",
+                    others = k - 1,
+                )),
+                "lookup",
+            )
+            .from_as("r_gate", "g")
+            .cross_join(sea_query::TableRef::from("r_term").alias("e"))
+            .to_owned(),
+    );
+    cte(
+        with,
+        "r_scored",
+        scored(
+            Query::select()
+                .columns(["seq", "score"])
+                .from("r_cand")
+                .to_owned(),
+        )
+        .and_where(Expr::cust(R_LOOKUP))
+        .to_owned(),
+    );
 }
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
@@ -850,47 +1070,11 @@ fn every_posting(
 /// their best `pool` are the pool, ties included. A few hundred index entries instead of
 /// the whole list.
 fn impact_ordered(with: &mut WithClause, names: &Names, user: &str, term: &str, pool: usize) {
-    let per_tf = |bound: Option<&str>| {
-        let mut scan = Query::select();
-        scan.columns([("q", "seq"), ("q", "tf"), ("q", "doc_len")])
-            .from_as(names.table("postings"), "q")
-            .and_where(Expr::cust_with_values(
-                "q.user_id = $1 AND q.term = $2 AND q.tf = g.tf",
-                [user.to_owned(), term.to_owned()],
-            ));
-        match bound {
-            // OFFSET 0 keeps the scan a lateral one, an index range per tf: flattened into
-            // a join it became a merge join over the term's whole list.
-            Some(bound) => scan
-                .and_where(Expr::cust(format!("q.doc_len <= {bound}")))
-                .offset(0),
-            None => scan
-                .order_by(("q", "doc_len"), Order::Asc)
-                .order_by(("q", "seq"), Order::Asc)
-                .limit(sql_count(pool)),
-        };
-        Query::select()
-            .column(("p", "seq"))
-            .expr_as(term_score("e.idf"), "score")
-            .from_as("l_idf", "e")
-            .cross_join("stats")
-            .join_lateral(
-                JoinType::InnerJoin,
-                Query::select()
-                    .expr_as(Expr::cust("generate_series(1, e.max_tf)"), "tf")
-                    .to_owned(),
-                "g",
-                Expr::cust("true"),
-            )
-            .join_lateral(
-                JoinType::InnerJoin,
-                scan.to_owned(),
-                "p",
-                Expr::cust("true"),
-            )
-            .to_owned()
-    };
-    cte(with, "i_seed", per_tf(None));
+    cte(
+        with,
+        "i_seed",
+        impact_scan(names, user, "l_idf", Some(term), None, None, pool),
+    );
     cte(
         with,
         "i_floor",
@@ -902,17 +1086,94 @@ fn impact_ordered(with: &mut WithClause, names: &Names, user: &str, term: &str, 
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
-    // idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)) >= floor, solved for dl,
-    // with the floor lowered by far more than rounding; no floor (fewer than `pool`
-    // postings in all, all of them seeds) bounds nothing.
-    let bound = format!(
-        "LEAST(GREATEST(COALESCE(floor(((e.idf * g.tf::float8 * stats.k1p1 \
-         / ((SELECT score FROM i_floor) * {keep}::float8) - g.tf::float8) / stats.k1 - stats.omb) \
-         * stats.avgdl / stats.b) + 1::float8, {max}::float8), 0::float8), {max}::float8)::int4",
-        keep = 1.0 - FLOOR_SLACK,
-        max = i32::MAX,
+    cte(
+        with,
+        "i_cand",
+        impact_scan(
+            names,
+            user,
+            "l_idf",
+            Some(term),
+            Some("(SELECT score FROM i_floor)"),
+            None,
+            pool,
+        ),
     );
-    cte(with, "i_cand", per_tf(Some(&bound)));
+}
+
+/// `(seq, score)`: one term's postings in impact order, the term's row in `source` (`e`,
+/// with `term`, `idf` and `max_tf`), the term itself bound when known (so the planner
+/// sees which term it reads). Without a floor, the first `pool` of each tf (the seeds);
+/// with one, per tf every posting short enough to score the floor or more (its length
+/// bound solved from the score and widened past rounding; no floor bounds nothing). Read
+/// only when `guard` holds.
+fn impact_scan(
+    names: &Names,
+    user: &str,
+    source: &'static str,
+    term: Option<&str>,
+    floor: Option<&str>,
+    guard: Option<&str>,
+    pool: usize,
+) -> SelectStatement {
+    let mut scan = Query::select();
+    scan.columns([("q", "seq"), ("q", "tf"), ("q", "doc_len")])
+        .from_as(names.table("postings"), "q")
+        .and_where(Expr::cust("q.tf = g.tf"));
+    match term {
+        Some(term) => scan.and_where(Expr::cust_with_values(
+            "q.user_id = $1 AND q.term = $2",
+            [user.to_owned(), term.to_owned()],
+        )),
+        None => scan.and_where(Expr::cust_with_values(
+            "q.user_id = $1 AND q.term = e.term",
+            [user],
+        )),
+    };
+    match floor {
+        // idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)) >= floor, solved
+        // for dl, with the floor lowered by far more than rounding. OFFSET 0 keeps the
+        // scan a lateral one, an index range per tf: flattened into a join it became a
+        // merge join over the term's whole list.
+        Some(floor) => scan
+            .and_where(Expr::cust(format!(
+                "q.doc_len <= LEAST(GREATEST(COALESCE(floor(((e.idf * g.tf::float8 \
+                 * stats.k1p1 / ({floor} * {keep}::float8) - g.tf::float8) / stats.k1 \
+                 - stats.omb) * stats.avgdl / stats.b) + 1::float8, {max}::float8), \
+                 0::float8), {max}::float8)::int4",
+                keep = 1.0 - FLOOR_SLACK,
+                max = i32::MAX,
+            )))
+            .offset(0),
+        None => scan
+            .order_by(("q", "doc_len"), Order::Asc)
+            .order_by(("q", "seq"), Order::Asc)
+            .limit(sql_count(pool)),
+    };
+    let mut select = Query::select();
+    select
+        .column(("p", "seq"))
+        .expr_as(term_score("e.idf"), "score")
+        .from_as(source, "e")
+        .cross_join("stats")
+        .join_lateral(
+            JoinType::InnerJoin,
+            Query::select()
+                .expr_as(Expr::cust("generate_series(1, e.max_tf)"), "tf")
+                .to_owned(),
+            "g",
+            Expr::cust("true"),
+        )
+        .join_lateral(
+            JoinType::InnerJoin,
+            scan.to_owned(),
+            "p",
+            Expr::cust("true"),
+        );
+    if let Some(guard) = guard {
+        select.and_where(Expr::cust(guard.to_owned()));
+    }
+    select
 }
 
 /// How far below the seeds' floor the impact-ordered candidates reach: far beyond the few

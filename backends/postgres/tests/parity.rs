@@ -326,6 +326,18 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         paths.iter().any(|(_, p)| p.pruned_extended > 0),
         "no search pruned with essential terms past the budget: that path went untested"
     );
+    // Past a few pools' worth of memories the rarest term can carry the pool, and the
+    // MaxScore split still has its own cases.
+    if size >= 100 {
+        assert!(
+            paths.iter().any(|(_, p)| p.rarest_first > 0),
+            "no search went rarest-first: that path went untested"
+        );
+        assert!(
+            paths.iter().any(|(_, p)| p.pruned > 0),
+            "no search pruned within the budget: that path went untested"
+        );
+    }
     // Lookups never pay: whatever could be pruned is scanned in full instead.
     assert_eq!(
         paths[3].1.pruned_total(),

@@ -161,11 +161,13 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
     assert_eq!(df, 4);
 }
 
-/// BM25 pruning: with a rare and a common query term, a small budget makes the rare
-/// term the only essential one, the search skips the common term's postings, and the
-/// results equal those of a search that scores everything and of the core's index. A
-/// mid-frequency term past the budget that could still reach the pool is scanned too
-/// (the extended path), and the common one still skipped.
+/// BM25 pruning: with a rare and a common query term, the rare term carries the pool
+/// alone, so the search reads only its postings that could reach it (in impact order),
+/// looks the common term up for those, and the results equal those of a search that
+/// scores everything and of the core's index. With a mid-frequency term too, the rare one
+/// no longer carries the pool; that term, past the budget but able to reach the pool, is
+/// scanned (the extended path), and the common one still skipped. When lookups are deemed
+/// never worth it, every one of these scans every posting instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruned_search_equals_full_scoring() {
     require_db!();
@@ -233,16 +235,17 @@ async fn pruned_search_equals_full_scoring() {
             "{query}"
         );
     }
-    // The queries with "zebra" pruned, "yak" past the budget but essential; the one-term
-    // queries read in impact order.
+    // The queries of "zebra" and "the" (and "note") rarest-first, the one with "yak" past
+    // the budget but essential; the one-term queries read in impact order.
     assert_eq!(
         pruning.lexical_paths(),
         LexicalPaths {
             full: 0,
             once: 0,
-            pruned: 2,
+            pruned: 0,
             pruned_extended: 1,
             impact: 3,
+            rarest_first: 2,
         }
     );
     for store in [&full, &scanning] {
