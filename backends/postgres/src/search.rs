@@ -783,18 +783,23 @@ fn rarest_first(
             pool,
         ),
     );
+    // Counting stops one past the most candidates whose lookups would pay: when there are
+    // more, the rest of the list is never read.
+    let others = k - 1;
+    let pays = match lookup_cost {
+        0 => "g.ok".to_owned(),
+        cost => format!(
+            "g.ok AND (SELECT count(*) FROM (SELECT 1 FROM r_cand LIMIT (SELECT \
+             floor(t.all_df::float8 / ({others}::float8 * {cost}::float8))::int8 + 1 \
+             FROM r_term t)) z)::float8 * {others}::float8 * {cost}::float8 \
+             <= e.all_df::float8"
+        ),
+    };
     cte(
         with,
         "r_mode",
         Query::select()
-            .expr_as(
-                Expr::cust(format!(
-                    "g.ok AND (SELECT count(*) FROM r_cand)::float8 * {others}::float8 \
-                     * {lookup_cost}::float8 <= e.all_df::float8",
-                    others = k - 1,
-                )),
-                "lookup",
-            )
+            .expr_as(Expr::cust(pays), "lookup")
             .from_as("r_gate", "g")
             .cross_join(sea_query::TableRef::from("r_term").alias("e"))
             .to_owned(),
