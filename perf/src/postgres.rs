@@ -382,10 +382,11 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             rates(|r| r.1),
         );
         println!(
-            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (BM25 paths of the hybrid searches: pruned {:.0}%, of which past the budget {:.0}%; within the budget {:.0}%; one term in impact order {:.0}%; full {:.0}%) |",
+            "| {n} | | | - | exact, BM25 pruning off | {:.1} | {:.1} | | | (BM25 paths of the hybrid searches: pruned {:.0}%, of which rarest-first {:.0}% and past the budget {:.0}%; within the budget {:.0}%; one term in impact order {:.0}%; full {:.0}%) |",
             unpruned_h.latencies.p50(),
             unpruned_h.latencies.p95(),
             share(paths.pruned_total()),
+            share(paths.rarest_first),
             share(paths.pruned_extended),
             share(paths.once),
             share(paths.impact),
