@@ -5,7 +5,7 @@
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
-//!      [--pg-ef 100,200,400]]
+//!      [--pg-ef 100,200,400] [--pg-profile SECONDS]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time). With
@@ -77,6 +77,10 @@ struct Options {
     /// A sweep of the pruned path's lookup cost (hybrid searches over HNSW).
     #[arg(long, value_delimiter = ',')]
     pg_lookup_costs: Vec<u64>,
+    /// Instead of measuring Postgres, repeat the HNSW hybrid searches on the kept schemas
+    /// for this many seconds (to profile the server, e.g. with `perf record`).
+    #[arg(long)]
+    pg_profile: Option<u64>,
 }
 
 fn options() -> Options {
@@ -133,6 +137,7 @@ async fn main() -> Result<(), BoxError> {
                 ef_sweep: opts.pg_ef.clone(),
                 budget_sweep: opts.pg_budgets.clone(),
                 lookup_sweep: opts.pg_lookup_costs.clone(),
+                profile: opts.pg_profile.map(std::time::Duration::from_secs),
             };
             postgres::measure(&pg).await?
         }

@@ -43,6 +43,9 @@ pub struct PgOptions {
     pub budget_sweep: Vec<u64>,
     /// Also run HNSW hybrid searches at these lookup costs.
     pub lookup_sweep: Vec<u64>,
+    /// Instead of measuring, repeat the HNSW hybrid searches for this long (for a
+    /// profiler attached to the server); the schemas must already be loaded.
+    pub profile: Option<Duration>,
 }
 
 /// SplitMix64: the same corpus and queries on every run and machine.
@@ -183,6 +186,34 @@ struct Run {
     by_path: [Samples; 6],
 }
 
+/// Repeats the HNSW hybrid searches for `window`, one at a time, and says how many ran.
+async fn profile(
+    url: &str,
+    schema: &str,
+    requests: &[SearchRequest],
+    window: Duration,
+) -> Result<(), BoxError> {
+    let hnsw = PostgresStore::connect(config(url, schema, DenseMode::Hnsw)).await?;
+    for r in requests.iter().take(5) {
+        hnsw.search(USER, r).await?;
+    }
+    eprintln!("profiling window: {schema}, {:.0} s", window.as_secs_f64());
+    let start = Instant::now();
+    let mut searches = 0usize;
+    while start.elapsed() < window {
+        for r in requests {
+            hnsw.search(USER, r).await?;
+            searches += 1;
+        }
+    }
+    let took = start.elapsed().as_secs_f64();
+    println!(
+        "{schema}: {searches} HNSW hybrid searches in {took:.1} s ({:.2} ms each)",
+        took * 1e3 / searches.max(1) as f64
+    );
+    Ok(())
+}
+
 async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
     // Warm the statement cache and the buffers.
     for r in requests.iter().take(5) {
@@ -316,6 +347,10 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
+        if let Some(window) = opts.profile {
+            profile(&opts.url, &schema, &hybrid, window).await?;
+            continue;
+        }
         if opts.explain {
             explain(&exact, "exact", &[&hybrid[0], &hybrid[1], &hybrid[2]]).await?;
         }

@@ -264,19 +264,7 @@ fn term_statistics(with: &mut WithClause, names: &Names, user: &str, terms: &[St
             // bm25_idf: ln(1 + (N - df + 0.5) / (df + 0.5)), df kept by the postings'
             // triggers (a term no live memory holds has no row).
             .expr_as(Expr::cust(IDF), "idf")
-            // No posting of the term scores more than one with its largest tf in its
-            // shortest memory (the score rises with tf and falls with length).
-            .expr_as(
-                Expr::cust_with_values(
-                    format!(
-                        "({IDF}) * (t.max_tf::float8 * $1::float8 / (t.max_tf::float8 \
-                         + $2::float8 * ($3::float8 + $4::float8 * t.min_len::float8 \
-                         / s.avgdl)))"
-                    ),
-                    BM25_PARAMS,
-                ),
-                "ub",
-            )
+            .expr_as(Expr::cust(term_bound(names)), "ub")
             .from_as("q_terms", "q")
             .join_as(
                 JoinType::InnerJoin,
@@ -287,6 +275,47 @@ fn term_statistics(with: &mut WithClause, names: &Names, user: &str, terms: &[St
             .join_as(JoinType::InnerJoin, "stats", "s", Expr::cust("true"))
             .to_owned(),
     );
+}
+
+/// Up to which tf [`term_bound`] reads each tf's shortest memory.
+const BOUND_TFS: i32 = 32;
+
+/// The largest score any posting of a term (`t`, over `stats` as `s`) can have. The score
+/// rises with tf and falls with length, so up to [`BOUND_TFS`] it is the largest, over the
+/// tfs, of the score at that tf's shortest memory: one read of the impact index per tf.
+/// Above, a memory holding the term tf times is at least tf long, so `max_tf` at that
+/// length (or the term's shortest, if longer) bounds every larger tf. The bound before,
+/// `max_tf` in `min_len`, is often no posting at all: a common word's largest tf is
+/// rarely in its shortest memory, and the looser the bound, the more candidates a pruned
+/// search must look up.
+fn term_bound(names: &Names) -> String {
+    let saturation = |tf: &str, len: &str| {
+        format!(
+            "{tf}::float8 * s.k1p1 / ({tf}::float8 + s.k1 * (s.omb + s.b * {len}::float8 \
+             / s.avgdl))"
+        )
+    };
+    // Reading no posting at all (impossible within one snapshot: `max_tf` has one) would
+    // leave NULL: then the looser bound.
+    format!(
+        "({IDF}) * COALESCE(GREATEST(\
+         CASE WHEN t.max_tf > {BOUND_TFS} THEN {above} END, \
+         (SELECT max({exact}) FROM generate_series(1, LEAST(t.max_tf, {BOUND_TFS})) g(tf))), \
+         {loose})",
+        above = saturation(
+            "t.max_tf",
+            &format!("GREATEST(t.min_len, {})", BOUND_TFS + 1)
+        ),
+        exact = saturation(
+            "g.tf",
+            &format!(
+                "(SELECT min(p.doc_len) FROM {postings} p WHERE p.user_id = s.uid \
+                 AND p.term = t.term AND p.tf = g.tf)",
+                postings = names.q("postings"),
+            ),
+        ),
+        loose = saturation("t.max_tf", "t.min_len"),
+    )
 }
 
 /// The query terms from the rarest (`l_split`): each with its postings so far (`cum`),

@@ -260,6 +260,76 @@ async fn pruned_search_equals_full_scoring() {
     }
 }
 
+/// A term's score bound is its best posting's score, not its largest tf in its shortest
+/// memory: "the" reaches tf 9 only in a 60-word memory, so bounded by tf 9 at 2 words
+/// (2.83 here) it would outweigh "zebra"'s pool-th score (1.78) and the search would
+/// scan every posting; bounded by its best posting (1.63) "zebra" carries the pool.
+#[tokio::test]
+async fn term_bounds_come_from_the_best_posting() {
+    require_db!();
+    let schema = TestSchema::new("bound", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 4);
+    let mut texts: Vec<String> = (0..20).map(|i| format!("f{i} g{i} h{i}")).collect();
+    texts.extend((0..10).map(|i| format!("the a{i}")));
+    texts.push(format!("{}{}", "the ".repeat(9), "pad ".repeat(51)));
+    texts.extend((0..8).map(|i| format!("zebra z{i} y{i}")));
+    let mut rng = Rng(3);
+    for text in &texts {
+        let v = [rng.float(), rng.float(), rng.float(), 1.0];
+        store.add(&memory("u", text), &v, &sig).await.unwrap();
+    }
+    let pruning = PostgresStore::connect(PostgresConfig {
+        prune_budget: 100,
+        lookup_cost: 0,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+    })
+    .await
+    .unwrap();
+    let index = store.build_index("u", 4).await.unwrap().index;
+    let request = SearchRequest {
+        query: "the zebra".into(),
+        terms: query_terms("the zebra"),
+        embedding: vec![0.3, 0.2, 0.1, 1.0],
+        top_k: 1,
+    };
+    let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1);
+    assert_eq!(pruning.search("u", &request).await.unwrap(), expected);
+    assert_eq!(
+        pruning.lexical_paths(),
+        LexicalPaths {
+            rarest_first: 1,
+            ..LexicalPaths::default()
+        }
+    );
+
+    // Above the tfs read one by one the bound must still hold: another user's "yak" is 40
+    // times in a memory of its own (the best "yak" memory by far, and the nearest), and
+    // once in 16 four-word ones. Bounded by those alone, "yak" would let "zebra" carry the
+    // pool, and the long memory would lose its lexical rank.
+    let query = [0.3, 0.2, 0.1, 1.0];
+    for i in 0..16 {
+        let v = [rng.float(), rng.float(), rng.float(), 1.0];
+        let text = format!("zebra z{i} y{i}");
+        store.add(&memory("v", &text), &v, &sig).await.unwrap();
+        let text = format!("yak b{i} c{i} d{i}");
+        store.add(&memory("v", &text), &v, &sig).await.unwrap();
+    }
+    let long = "yak ".repeat(40);
+    store.add(&memory("v", &long), &query, &sig).await.unwrap();
+    let index = store.build_index("v", 4).await.unwrap().index;
+    let request = SearchRequest {
+        query: "zebra yak".into(),
+        terms: query_terms("zebra yak"),
+        embedding: query.to_vec(),
+        top_k: 3,
+    };
+    let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 3);
+    assert_eq!(expected[0].memory.content, long);
+    assert_eq!(expected[0].lexical_rank, Some(1));
+    assert_eq!(pruning.search("v", &request).await.unwrap(), expected);
+}
+
 /// The SQL cosine equals the core's dense score bit for bit, on dimensions with and
 /// without a tail after the eight lanes, on tiny and huge magnitudes and on ties.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
