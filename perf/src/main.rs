@@ -5,7 +5,7 @@
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
-//!      [--pg-ef 100,200,400] [--pg-profile SECONDS]]
+//!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time). With
@@ -81,6 +81,10 @@ struct Options {
     /// for this many seconds (to profile the server, e.g. with `perf record`).
     #[arg(long)]
     pg_profile: Option<u64>,
+    /// Instead of measuring Postgres, print each HNSW hybrid search on the kept schemas
+    /// (terms, BM25 path, median of this many runs, planning and execution time).
+    #[arg(long)]
+    pg_trace: Option<usize>,
 }
 
 fn options() -> Options {
@@ -138,6 +142,7 @@ async fn main() -> Result<(), BoxError> {
                 budget_sweep: opts.pg_budgets.clone(),
                 lookup_sweep: opts.pg_lookup_costs.clone(),
                 profile: opts.pg_profile.map(std::time::Duration::from_secs),
+                trace: opts.pg_trace,
             };
             postgres::measure(&pg).await?
         }

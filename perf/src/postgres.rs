@@ -46,6 +46,10 @@ pub struct PgOptions {
     /// Instead of measuring, repeat the HNSW hybrid searches for this long (for a
     /// profiler attached to the server); the schemas must already be loaded.
     pub profile: Option<Duration>,
+    /// Instead of measuring, print each HNSW hybrid search on the kept schemas: its terms,
+    /// BM25 path, median latency of this many runs and its plan's planning and execution
+    /// times.
+    pub trace: Option<usize>,
 }
 
 /// SplitMix64: the same corpus and queries on every run and machine.
@@ -178,6 +182,16 @@ async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), 
     Ok((one, many))
 }
 
+/// The BM25 paths, in [`Run::by_path`]'s order.
+const PATHS: [&str; 6] = [
+    "full scan",
+    "within the budget",
+    "pruned",
+    "pruned past the budget",
+    "one term in impact order",
+    "rarest term first",
+];
+
 struct Run {
     latencies: Samples,
     results: Vec<Vec<uuid::Uuid>>,
@@ -211,6 +225,52 @@ async fn profile(
         "{schema}: {searches} HNSW hybrid searches in {took:.1} s ({:.2} ms each)",
         took * 1e3 / searches.max(1) as f64
     );
+    Ok(())
+}
+
+/// Prints each HNSW hybrid search: terms, path, median of `repeat` runs, and the
+/// planning and execution times EXPLAIN ANALYZE reports for it (and the plan itself to
+/// stderr, with `print_plans`).
+async fn trace(
+    url: &str,
+    schema: &str,
+    requests: &[SearchRequest],
+    repeat: usize,
+    print_plans: bool,
+) -> Result<(), BoxError> {
+    let hnsw = PostgresStore::connect(config(url, schema, DenseMode::Hnsw)).await?;
+    for r in requests.iter().take(5) {
+        hnsw.search(USER, r).await?;
+    }
+    println!("| {schema} query | BM25 path | median ms | planning ms | execution ms |");
+    println!("|---|---|---:|---:|---:|");
+    for r in requests {
+        let runs = run(&hnsw, &vec![r.clone(); repeat.max(1)]).await?;
+        let path = runs
+            .by_path
+            .iter()
+            .position(|s| !s.is_empty())
+            .map_or("none", |i| PATHS[i]);
+        let times = runs.latencies;
+        let plan = hnsw.explain_search(USER, r).await?;
+        if print_plans {
+            eprintln!("-- {:?}\n{}", r.terms, plan.join("\n"));
+        }
+        // Summed over the search's statements.
+        let time = |label: &str| {
+            plan.iter()
+                .filter_map(|l| l.strip_prefix(label))
+                .filter_map(|t| t.trim().trim_end_matches(" ms").parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        println!(
+            "| {} | {path} | {:.1} | {:.2} | {:.2} |",
+            r.query,
+            times.p50(),
+            time("Planning Time:"),
+            time("Execution Time:")
+        );
+    }
     Ok(())
 }
 
@@ -351,6 +411,10 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             profile(&opts.url, &schema, &hybrid, window).await?;
             continue;
         }
+        if let Some(repeat) = opts.trace {
+            trace(&opts.url, &schema, &hybrid, repeat, opts.explain).await?;
+            continue;
+        }
         if opts.explain {
             explain(&exact, "exact", &[&hybrid[0], &hybrid[1], &hybrid[2]]).await?;
         }
@@ -437,20 +501,13 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             String::new(),
         );
         let by_path = |run: &Run| {
-            [
-                "full scan",
-                "within the budget",
-                "pruned",
-                "pruned past the budget",
-                "one term in impact order",
-                "rarest term first",
-            ]
-            .iter()
-            .zip(&run.by_path)
-            .filter(|(_, s)| !s.is_empty())
-            .map(|(name, s)| format!("{name} {} at p50 {:.1} ms", s.len(), s.p50()))
-            .collect::<Vec<_>>()
-            .join(", ")
+            PATHS
+                .iter()
+                .zip(&run.by_path)
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(name, s)| format!("{name} {} at p50 {:.1} ms", s.len(), s.p50()))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         println!(
             "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {} |",

@@ -1,4 +1,6 @@
-//! The search pushdown: the whole hybrid query as one SQL statement.
+//! The search pushdown: the whole hybrid query in SQL, as two statements in one snapshot:
+//! the BM25 side ([`lexical`], run with a generic plan), then the dense side fused with it
+//! ([`fused`], planned per search).
 //!
 //! It returns what `hybrid_retrieve` over `build_index` returns on the same data: the same
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
@@ -46,17 +48,31 @@ pub(crate) struct Pruning {
     pub lookup_cost: u64,
 }
 
-/// The statement for one query. `unit_query` is the query embedding scaled to unit length
-/// by the core (`normalized`), `terms` the request's terms in their given order.
-pub(crate) fn statement(
+/// The BM25 side's result, which the fused statement reads: the best `pool` memories'
+/// sequence numbers and their 1-based lexical ranks, best first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Lexical {
+    pub seqs: Vec<i64>,
+    pub ranks: Vec<i64>,
+}
+
+/// The BM25 side of one query (`terms`, in their given order; none: no statement), as one
+/// statement returning one row: the ranked memories as two arrays (see [`Lexical`]) and
+/// the path it took (see [`decode_lexical`]).
+///
+/// Its text depends only on the number of terms, `top_k` and the pruning settings, and
+/// every value in it is bound, so the store runs it with a generic plan, planned once per
+/// connection: planning it per search cost as much as executing the median search's BM25
+/// side (docs/BENCHMARKS.md). Its shape does not hinge on estimates: every term's postings
+/// are read through the index by laterals, correlated lookups or full joins of one term's
+/// list with another's.
+pub(crate) fn lexical(
     names: &Names,
-    plan: DensePlan,
     user: &str,
-    unit_query: &[f32],
     terms: &[String],
     top_k: usize,
     pruning: Pruning,
-) -> Built {
+) -> Option<Built> {
     let Pruning {
         budget,
         lookup_cost,
@@ -64,10 +80,71 @@ pub(crate) fn statement(
     let budget = i64::try_from(budget).unwrap_or(i64::MAX);
     let pool = candidate_pool(top_k);
     let k = terms.len();
+    let mut with = WithClause::new();
+    // By the number of query terms: one (read in impact order) or several (rarest-first,
+    // MaxScore).
+    let path = match k {
+        0 => return None,
+        1 => {
+            term_statistics(&mut with, names, user, terms);
+            impact_ordered(&mut with, names, user, &terms[0], pool);
+            cte(&mut with, "lexical", ranked("i_cand", pool));
+            Expr::cust(LexicalPath::Impact.code().to_string())
+        }
+        _ => {
+            term_statistics(&mut with, names, user, terms);
+            let path = match (k, budget > 0) {
+                (2, true) => two_terms(&mut with, names, user, terms, pool, budget, lookup_cost),
+                _ => maxscore(&mut with, names, user, terms, pool, budget, lookup_cost),
+            };
+            cte(&mut with, "lexical", ranked("l_scored", pool));
+            path
+        }
+    };
+    let mut select = Query::select();
+    select
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
+            "seqs",
+        )
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
+            "ranks",
+        )
+        .expr_as(path, "lexical_path")
+        .from("lexical")
+        .with_cte(with);
+    Some(build(&select))
+}
+
+/// The [`lexical`] statement's row.
+pub(crate) fn decode_lexical(row: &Row) -> Result<(Lexical, LexicalPath), StoreError> {
+    Ok((
+        Lexical {
+            seqs: get(row, 0)?,
+            ranks: get(row, 1)?,
+        },
+        LexicalPath::from_code(get(row, 2)?)?,
+    ))
+}
+
+/// The fused statement for one query: the dense candidates, fused with the BM25 side's
+/// ranks (`lexical`, from the [`lexical`] statement in the same snapshot), and the best
+/// `top_k` memories read. `unit_query` is the query embedding scaled to unit length by the
+/// core (`normalized`). Planned per search: the dense side's best plan depends on the
+/// user's size and on the query vector (see the store's `run_search`).
+pub(crate) fn fused(
+    names: &Names,
+    plan: DensePlan,
+    user: &str,
+    unit_query: &[f32],
+    top_k: usize,
+    lexical: &Lexical,
+) -> Built {
+    let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
     let memories = || names.table("memories");
     let mut with = WithClause::new();
-
     // Dense candidates, with pgvector's distance.
     match plan {
         DensePlan::Exact => exact_dense(&mut with, names, user, &query, pool),
@@ -120,37 +197,21 @@ pub(crate) fn statement(
         }
     }
 
-    // Lexical candidates, by the number of query terms: none, one (read in impact order)
-    // or several (MaxScore).
-    let path = match k {
-        0 => {
-            cte(
-                &mut with,
-                "lexical",
-                Query::select()
-                    .expr_as(Expr::cust("NULL::int8"), "seq")
-                    .expr_as(Expr::cust("NULL::int8"), "rnk")
-                    .and_where(Expr::cust("false"))
-                    .to_owned(),
-            );
-            Expr::cust(LexicalPath::Once.code().to_string())
-        }
-        1 => {
-            term_statistics(&mut with, names, user, terms);
-            impact_ordered(&mut with, names, user, &terms[0], pool);
-            cte(&mut with, "lexical", ranked("i_cand", pool));
-            Expr::cust(LexicalPath::Impact.code().to_string())
-        }
-        _ => {
-            term_statistics(&mut with, names, user, terms);
-            let path = match (k, budget > 0) {
-                (2, true) => two_terms(&mut with, names, user, terms, pool, budget, lookup_cost),
-                _ => maxscore(&mut with, names, user, terms, pool, budget, lookup_cost),
-            };
-            cte(&mut with, "lexical", ranked("l_scored", pool));
-            path
-        }
-    };
+    // The BM25 side's ranks.
+    cte(
+        &mut with,
+        "lexical",
+        Query::select()
+            .expr_as(
+                Expr::cust_with_values("unnest($1::int8[])", [lexical.seqs.clone()]),
+                "seq",
+            )
+            .expr_as(
+                Expr::cust_with_values("unnest($1::int8[])", [lexical.ranks.clone()]),
+                "rnk",
+            )
+            .to_owned(),
+    );
 
     // Fusion, dense first then lexical, as the core adds them.
     cte(
@@ -194,7 +255,6 @@ pub(crate) fn statement(
             ),
             "live",
         )
-        .expr_as(path, "lexical_path")
         .from_as("fused", "f")
         .join_as(
             JoinType::InnerJoin,
@@ -1286,8 +1346,8 @@ fn sql_count(n: usize) -> u64 {
     Ord::max(crate::sql::limit(n), 1)
 }
 
-/// One result row, the user's live count and the BM25 side's path.
-pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, LexicalPath), StoreError> {
+/// One result row of the [`fused`] statement and the user's live count.
+pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreError> {
     let memory: Memory = memory_at(row, 0)?;
     let rank = |i: usize| -> Result<Option<u32>, StoreError> {
         get::<Option<i64>>(row, i)?
@@ -1303,7 +1363,6 @@ pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>, LexicalPat
             rerank_score: None,
         },
         get(row, 10)?,
-        LexicalPath::from_code(get(row, 11)?)?,
     ))
 }
 

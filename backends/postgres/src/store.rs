@@ -25,7 +25,7 @@ use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
 use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
-use crate::lexical_paths::{LexicalPaths, PathCounters};
+use crate::lexical_paths::{LexicalPath, LexicalPaths, PathCounters};
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
@@ -223,7 +223,8 @@ impl PostgresStore {
         self.inner.lexical_paths.snapshot()
     }
 
-    /// The plan of the search statement for `request` (EXPLAIN ANALYZE, run with the same
+    /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
+    /// statement, then of the fused one, each after a line naming it, run with the same
     /// settings as the search), for diagnosing a slow recall.
     pub async fn explain_search(
         &self,
@@ -235,11 +236,25 @@ impl PostgresStore {
         };
         let plan = self.plan(user, signature.dimension).await?;
         let unit = normalized(&request.embedding);
-        let (sql, values) = search::statement(
-            self.names(),
-            plan,
+        let (rows, _) = self.run_search(plan, user, &unit, request, true).await?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
+    /// Runs one search: the BM25 statement, then the fused one, in one read-only snapshot,
+    /// in two round trips (one without query terms). With `explain`, the rows are the
+    /// statements' plans instead (EXPLAIN ANALYZE, the BM25 one's first).
+    async fn run_search(
+        &self,
+        plan: DensePlan,
+        user: &str,
+        unit: &[f32],
+        request: &SearchRequest,
+        explain: bool,
+    ) -> Result<(Vec<tokio_postgres::Row>, LexicalPath), StoreError> {
+        let names = self.names();
+        let lexical = search::lexical(
+            names,
             user,
-            &unit,
             &request.terms,
             request.top_k,
             search::Pruning {
@@ -247,39 +262,27 @@ impl PostgresStore {
                 lookup_cost: self.inner.config.lookup_cost,
             },
         );
-        let explained = (format!("EXPLAIN (ANALYZE, BUFFERS) {sql}"), values);
+        let explained = |built: &sql::Built| match explain {
+            true => format!("EXPLAIN (ANALYZE, BUFFERS) {}", built.0),
+            false => built.0.clone(),
+        };
         let pool_size = cortex_core::candidate_pool(request.top_k);
-        Ok(self
-            .run_search(plan, &explained, pool_size)
-            .await?
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .collect())
-    }
-
-    async fn run_search(
-        &self,
-        plan: DensePlan,
-        built: &sql::Built,
-        pool_size: usize,
-    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let client = self.client().await?;
-        let statement = client.prepare_cached(&built.0).await.map_err(pg_err)?;
-        let params = built.1.as_params();
-        // The settings must hold for this statement only (SET LOCAL: a pooled connection
-        // is reused), and SET LOCAL needs a transaction. BEGIN, the settings, the search
-        // and COMMIT go out together as one pipelined batch: one round trip. Each future
-        // sends its message on its first poll, and join polls them in order.
+        // The settings must hold for these statements only (SET LOCAL: a pooled
+        // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
+        // a statement (and COMMIT after the last) go out together as one pipelined batch:
+        // one round trip. Each future sends its message on its first poll, and join polls
+        // them in order.
         //
-        // Always a custom plan: the statement is prepared once per connection, and after a
-        // few runs Postgres may switch to one generic plan, which knows neither the query's
-        // terms nor the user's size; forced generic at 100k memories, one-term searches
-        // read a common term's whole posting list (7.6 -> 92 ms p50, docs/BENCHMARKS.md).
-        //
-        // In HNSW mode the planner still chooses between the index's ordered scan and
-        // reading the user's rows by (user, seq) and sorting them: for a user with few
-        // memories among many the latter is both exact and faster. (Forcing the index with
-        // enable_sort=off was tried: it also turns the BM25 side into a full postings scan.)
+        // The fused statement always gets a custom plan: prepared once per connection, it
+        // may after a few runs switch to a generic plan, which knows neither the user's
+        // size nor the query vector; forced generic at 100k memories, it joined the fused
+        // rows to every memory (7.6 -> 92 ms p50 on one-term searches,
+        // docs/BENCHMARKS.md). In HNSW mode the planner chooses between the index's
+        // ordered scan and reading the user's rows by (user, seq) and sorting them: for a
+        // user with few memories among many the latter is both exact and faster. (Forcing
+        // the index with enable_sort=off was tried: it also turned the BM25 side into a
+        // full postings scan.)
         let settings = client
             .prepare_cached(match (plan.is_hnsw(), self.inner.server.iterative_scan) {
                 (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
@@ -305,17 +308,83 @@ impl PostgresStore {
             true => &ef_param,
             false => &[],
         };
-        let (begin, set, found, commit) = futures_util::join!(
-            client.batch_execute("BEGIN"),
+        let fused = |lexical: &search::Lexical| {
+            search::fused(names, plan, user, unit, request.top_k, lexical)
+        };
+        let Some(lexical) = lexical else {
+            // No query terms: no BM25 side, one statement.
+            let built = fused(&search::Lexical::default());
+            let statement = client
+                .prepare_cached(&explained(&built))
+                .await
+                .map_err(pg_err)?;
+            let params = built.1.as_params();
+            let (begin, set, found, commit) = futures_util::join!(
+                client.batch_execute("BEGIN"),
+                client.query(&settings, settings_params),
+                client.query(&statement, &params),
+                client.batch_execute("COMMIT"),
+            );
+            begin.map_err(pg_err)?;
+            set.map_err(pg_err)?;
+            let found = found.map_err(pg_err)?;
+            commit.map_err(pg_err)?;
+            return Ok((found, LexicalPath::Once));
+        };
+        // The BM25 statement's text depends only on the number of terms and the settings,
+        // and its plan's shape not on estimates (see `search::lexical`): planned once per
+        // connection instead of per search. One snapshot for both statements: a write
+        // between them could otherwise leave a memory ranked by one side and missing
+        // from the other.
+        let lexical_statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
+        let generic = client
+            .prepare_cached("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+            .await
+            .map_err(pg_err)?;
+        let params = lexical.1.as_params();
+        let (begin, set, found) = futures_util::join!(
+            client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            client.query(&generic, &[]),
+            client.query_one(&lexical_statement, &params),
+        );
+        let first = async {
+            begin.map_err(pg_err)?;
+            set.map_err(pg_err)?;
+            let ranked = search::decode_lexical(&found.map_err(pg_err)?)?;
+            let mut plans = Vec::new();
+            if explain {
+                plans = client
+                    .query(&explained(&lexical), &lexical.1.as_params())
+                    .await
+                    .map_err(pg_err)?;
+            }
+            let built = fused(&ranked.0);
+            let statement = client
+                .prepare_cached(&explained(&built))
+                .await
+                .map_err(pg_err)?;
+            Ok::<_, StoreError>((ranked.1, plans, built, statement))
+        };
+        let (path, mut plans, built, statement) = match first.await {
+            Ok(done) => done,
+            Err(e) => {
+                // Ends the transaction on this pooled connection whatever failed; the
+                // error to report is the first.
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(e);
+            }
+        };
+        let params = built.1.as_params();
+        let (set, found, commit) = futures_util::join!(
             client.query(&settings, settings_params),
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );
-        begin.map_err(pg_err)?;
         set.map_err(pg_err)?;
         let found = found.map_err(pg_err)?;
         commit.map_err(pg_err)?;
-        Ok(found)
+        plans.extend(found);
+        Ok((plans, path))
     }
 }
 
@@ -721,32 +790,15 @@ impl MemoryStore for PostgresStore {
         validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
         let unit = normalized(&request.embedding);
         let plan = self.plan(user, signature.dimension).await?;
-        let built = search::statement(
-            self.names(),
-            plan,
-            user,
-            &unit,
-            &request.terms,
-            request.top_k,
-            search::Pruning {
-                budget: self.inner.config.prune_budget,
-                lookup_cost: self.inner.config.lookup_cost,
-            },
-        );
-        let pool_size = cortex_core::candidate_pool(request.top_k);
-        let found = self.run_search(plan, &built, pool_size).await?;
+        let (found, path) = self.run_search(plan, user, &unit, request, false).await?;
         let mut out = Vec::with_capacity(found.len());
         let mut live = None;
-        let mut path = None;
         for row in &found {
-            let (hit, count, lexical) = search::decode(row)?;
+            let (hit, count) = search::decode(row)?;
             live = count.or(live);
-            path = Some(lexical);
             out.push(hit);
         }
-        if let Some(path) = path {
-            self.inner.lexical_paths.record(path);
-        }
+        self.inner.lexical_paths.record(path);
         if let Some(n) = live {
             self.remember_live_count(user, u64::try_from(n).unwrap_or(0));
         }

@@ -669,10 +669,11 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
 /// A store whose HNSW index predates the `halfvec` one gets it replaced on its first HNSW
 /// search: an old `vector` index is rebuilt as `halfvec` and dropped, an old `halfvec`
 /// one (above 2,000 dimensions) only renamed; searches use the new one.
-/// Every search is planned for its own values, even on a server (here a session) that
-/// asks for generic plans, and the setting stays local to the search.
+/// Every search's fused statement is planned for its own values and its BM25 statement
+/// generic, planned once, whatever plans the server (here a session) asks for, and the
+/// settings stay local to the search.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn searches_use_custom_plans() {
+async fn searches_plan_each_statement_as_designed() {
     require_db!();
     let schema = TestSchema::new("custom", true, DenseMode::Exact).await;
     let store = schema.store().await;
@@ -683,48 +684,61 @@ async fn searches_use_custom_plans() {
         store.add(&memory("u", &text), &v, &sig).await.unwrap();
     }
     let separator = if schema.url.contains('?') { '&' } else { '?' };
-    for mode in [DenseMode::Exact, DenseMode::Hnsw] {
-        let generic = PostgresStore::connect(PostgresConfig {
-            url: format!(
-                "{}{separator}options=-c%20plan_cache_mode%3Dforce_generic_plan",
-                schema.url
-            ),
-            pool_size: 1,
-            ..support::config(&schema.url, &schema.schema, true, mode)
-        })
-        .await
-        .unwrap();
-        let request = SearchRequest {
-            query: "the deploy".into(),
-            terms: query_terms("the deploy"),
-            embedding: vec![1.0, 2.0, 0.5],
-            top_k: 3,
-        };
-        for _ in 0..7 {
-            assert_eq!(generic.search("u", &request).await.unwrap().len(), 3);
+    for server in ["force_generic_plan", "force_custom_plan"] {
+        for mode in [DenseMode::Exact, DenseMode::Hnsw] {
+            let store = PostgresStore::connect(PostgresConfig {
+                url: format!(
+                    "{}{separator}options=-c%20plan_cache_mode%3D{server}",
+                    schema.url
+                ),
+                pool_size: 1,
+                ..support::config(&schema.url, &schema.schema, true, mode)
+            })
+            .await
+            .unwrap();
+            let request = SearchRequest {
+                query: "the deploy".into(),
+                terms: query_terms("the deploy"),
+                embedding: vec![1.0, 2.0, 0.5],
+                top_k: 3,
+            };
+            for _ in 0..7 {
+                assert_eq!(store.search("u", &request).await.unwrap().len(), 3);
+            }
+            let client = store.pool().get().await.unwrap();
+            let plans = |pattern: &'static str| {
+                let client = &client;
+                async move {
+                    client
+                        .query(
+                            "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
+                             WHERE statement LIKE $1",
+                            &[&pattern],
+                        )
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1)))
+                        .collect::<Vec<(i64, i64)>>()
+                }
+            };
+            assert_eq!(
+                plans("WITH %\"fused\"%").await,
+                [(0, 7)],
+                "{server}, {mode:?}: the fused statement's (generic, custom) plans"
+            );
+            assert_eq!(
+                plans("WITH %\"l_idf\"%").await,
+                [(7, 0)],
+                "{server}, {mode:?}: the BM25 statement's (generic, custom) plans"
+            );
+            let setting: String = client
+                .query_one("SHOW plan_cache_mode", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(setting, server, "{server}, {mode:?}: the setting leaked");
         }
-        let client = generic.pool().get().await.unwrap();
-        let plans: Vec<(i64, i64)> = client
-            .query(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
-                 WHERE statement LIKE 'WITH %l_idf%'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        assert_eq!(plans, [(0, 7)], "{mode:?}: (generic, custom) plans");
-        let setting: String = client
-            .query_one("SHOW plan_cache_mode", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(
-            setting, "force_generic_plan",
-            "{mode:?}: the setting leaked"
-        );
     }
 }
 
