@@ -2,8 +2,8 @@
 //!
 //! [`PostgresStore`] implements [`MemoryStore`](cortex_core::MemoryStore) over a
 //! deadpool-postgres pool, with SQL built by sea-query and every value bound as a parameter.
-//! Besides the `build_index` path it runs the whole hybrid query in one SQL statement (the
-//! `search` pushdown): exact dense candidates re-scored with the core's own cosine
+//! Besides the `build_index` path it runs the whole hybrid query in SQL, two statements in
+//! one snapshot (the `search` pushdown): exact dense candidates re-scored with the core's own cosine
 //! arithmetic (or HNSW candidates, approximate by configuration), BM25 over a postings
 //! table written with the core tokenizer, and RRF fusion, returning what `hybrid_retrieve`
 //! returns over `build_index` on the same data when the dense side is exact.

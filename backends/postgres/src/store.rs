@@ -353,10 +353,7 @@ impl PostgresStore {
             let ranked = search::decode_lexical(&found.map_err(pg_err)?)?;
             let mut plans = Vec::new();
             if explain {
-                plans = client
-                    .query(&explained(&lexical), &lexical.1.as_params())
-                    .await
-                    .map_err(pg_err)?;
+                plans = explain_generic(&client, &lexical_statement, &lexical).await?;
             }
             let built = fused(&ranked.0);
             let statement = client
@@ -386,6 +383,51 @@ impl PostgresStore {
         plans.extend(found);
         Ok((plans, path))
     }
+}
+
+/// EXPLAIN ANALYZE of `built` (prepared as `statement`) as the search runs it, with its
+/// generic plan: EXPLAIN of a statement with bound values would plan it for them, so it is
+/// prepared by name with the types the server inferred and executed with the values as
+/// literals.
+async fn explain_generic(
+    client: &deadpool_postgres::Object,
+    statement: &tokio_postgres::Statement,
+    built: &sql::Built,
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!("cortex_explain_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let types: Vec<&str> = statement.params().iter().map(|t| t.name()).collect();
+    let values: Vec<String> = built
+        .1
+        .0
+        .iter()
+        .map(|v| sea_query::QueryBuilder::value_to_string(&sea_query::PostgresQueryBuilder, &v.0))
+        .collect();
+    client
+        .batch_execute(&format!(
+            "PREPARE {name} ({}) AS {}",
+            types.join(", "),
+            built.0
+        ))
+        .await
+        .map_err(pg_err)?;
+    let plans = client
+        .query(
+            &format!(
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name} ({})",
+                values.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(pg_err)?;
+    // (After a failure the transaction is aborted and the caller rolls it back; the
+    // name, never reused, stays prepared on that connection.)
+    client
+        .batch_execute(&format!("DEALLOCATE {name}"))
+        .await
+        .map_err(pg_err)?;
+    Ok(plans)
 }
 
 async fn read_signature<C: GenericClient>(
