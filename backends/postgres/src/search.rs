@@ -239,6 +239,19 @@ pub(crate) fn fused(
             .to_owned(),
     );
 
+    // The best `top_k`, before any memory is read: the fused rows are up to twice the
+    // pool, and only these are returned (every fused row is a live memory's).
+    cte(
+        &mut with,
+        "top",
+        Query::select()
+            .columns(["seq", "d_rank", "l_rank", "score"])
+            .from("fused")
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(sql_count(top_k))
+            .to_owned(),
+    );
     let mut select = Query::select();
     select
         .columns(memory_columns("m"))
@@ -255,7 +268,7 @@ pub(crate) fn fused(
             ),
             "live",
         )
-        .from_as("fused", "f")
+        .from_as("top", "f")
         .join_as(
             JoinType::InnerJoin,
             memories(),
@@ -264,7 +277,6 @@ pub(crate) fn fused(
         )
         .order_by(("f", "score"), Order::Desc)
         .order_by(("f", "seq"), Order::Asc)
-        .limit(sql_count(top_k))
         .with_cte(with);
     build(&select)
 }
