@@ -224,8 +224,8 @@ impl PostgresStore {
     }
 
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
-    /// statement, then of the fused one, each after a line naming it, run with the same
-    /// settings as the search), for diagnosing a slow recall.
+    /// statement with its generic plan, then of the fused one, run with the same settings
+    /// as the search), for diagnosing a slow recall.
     pub async fn explain_search(
         &self,
         user: &str,
@@ -277,8 +277,8 @@ impl PostgresStore {
         // The fused statement always gets a custom plan: prepared once per connection, it
         // may after a few runs switch to a generic plan, which knows neither the user's
         // size nor the query vector; forced generic at 100k memories, it joined the fused
-        // rows to every memory (7.6 -> 92 ms p50 on one-term searches,
-        // docs/BENCHMARKS.md). In HNSW mode the planner chooses between the index's
+        // rows to every memory by a sequential hash join (one-term searches took 100-113
+        // ms, docs/BENCHMARKS.md). In HNSW mode the planner chooses between the index's
         // ordered scan and reading the user's rows by (user, seq) and sorting them: for a
         // user with few memories among many the latter is both exact and faster. (Forcing
         // the index with enable_sort=off was tried: it also turned the BM25 side into a
