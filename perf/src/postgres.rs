@@ -244,9 +244,9 @@ async fn trace(
         hnsw.search(USER, r).await?;
     }
     println!(
-        "| {schema} query | BM25 path | median ms | planning ms (per search) | execution ms |"
+        "| {schema} query | BM25 path | median ms | planning ms (per search) | execution ms | rarest-first lookups / candidates |"
     );
-    println!("|---|---|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|");
     for r in requests {
         let runs = run(&hnsw, &vec![r.clone(); repeat.max(1)]).await?;
         let path = runs
@@ -255,6 +255,13 @@ async fn trace(
             .position(|s| !s.is_empty())
             .map_or("none", |i| PATHS[i]);
         let latencies = runs.latencies;
+        let before = hnsw.rarest_first_lookups();
+        hnsw.search(USER, r).await?;
+        let after = hnsw.rarest_first_lookups();
+        let lookups = match after.candidates - before.candidates {
+            0 => String::new(),
+            candidates => format!("{} / {candidates}", after.looked_up - before.looked_up),
+        };
         let plan = hnsw.explain_search(USER, r).await?;
         if print_plans {
             eprintln!("-- {:?}\n{}", r.terms, plan.join("\n"));
@@ -270,7 +277,7 @@ async fn trace(
         let planning = times("Planning Time:").last().copied().unwrap_or(f64::NAN);
         let execution = times("Execution Time:").iter().sum::<f64>();
         println!(
-            "| {} | {path} | {:.1} | {:.2} | {:.2} |",
+            "| {} | {path} | {:.1} | {:.2} | {:.2} | {lookups} |",
             r.query,
             latencies.p50(),
             planning,
@@ -449,7 +456,13 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
         }
         eprintln!("HNSW searches...");
+        let lookups_before = hnsw.rarest_first_lookups();
         let hnsw_h = run(&hnsw, &hybrid).await?;
+        let lookups = hnsw.rarest_first_lookups();
+        let (looked_up, candidates) = (
+            lookups.looked_up - lookups_before.looked_up,
+            lookups.candidates - lookups_before.candidates,
+        );
         let hnsw_d = run(&hnsw, &dense_only).await?;
         let overlaps = (
             overlap(&exact_h.results, &hnsw_h.results),
@@ -516,7 +529,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .join(", ")
         };
         println!(
-            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {} |",
+            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up |",
             by_path(&hnsw_h)
         );
         let mut sweep = Vec::new();
@@ -581,7 +594,8 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                        "dense_p50_ms": exact_d.latencies.p50(), "dense_p95_ms": exact_d.latencies.p95() },
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),
                       "dense_p50_ms": hnsw_d.latencies.p50(), "dense_p95_ms": hnsw_d.latencies.p95(),
-                      "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1 },
+                      "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1,
+                      "rarest_first_candidates": candidates, "rarest_first_looked_up": looked_up },
         }));
         if !opts.keep {
             hnsw.pool()

@@ -69,16 +69,40 @@ impl LexicalPaths {
     }
 }
 
+/// The rarest-first path's work, summed over its searches: the candidates the rare term
+/// alone left, and how many of them were looked up once the staged floors (each stage's
+/// full scores) had dropped the ones that could no longer reach the pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RarestFirstLookups {
+    pub candidates: u64,
+    pub looked_up: u64,
+}
+
 #[derive(Debug, Default)]
-pub(crate) struct PathCounters([AtomicU64; 6]);
+pub(crate) struct PathCounters {
+    paths: [AtomicU64; 6],
+    candidates: AtomicU64,
+    looked_up: AtomicU64,
+}
 
 impl PathCounters {
-    pub(crate) fn record(&self, path: LexicalPath) {
-        self.0[path as usize].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn record(&self, path: LexicalPath, lookups: RarestFirstLookups) {
+        self.paths[path as usize].fetch_add(1, Ordering::Relaxed);
+        self.candidates
+            .fetch_add(lookups.candidates, Ordering::Relaxed);
+        self.looked_up
+            .fetch_add(lookups.looked_up, Ordering::Relaxed);
+    }
+
+    pub(crate) fn lookups(&self) -> RarestFirstLookups {
+        RarestFirstLookups {
+            candidates: self.candidates.load(Ordering::Relaxed),
+            looked_up: self.looked_up.load(Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn snapshot(&self) -> LexicalPaths {
-        let at = |i: usize| self.0[i].load(Ordering::Relaxed);
+        let at = |i: usize| self.paths[i].load(Ordering::Relaxed);
         LexicalPaths {
             full: at(LexicalPath::Full as usize),
             once: at(LexicalPath::Once as usize),

@@ -31,7 +31,7 @@ pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
     DenseMode, PostgresConfig,
 };
-pub use lexical_paths::{LexicalPath, LexicalPaths};
+pub use lexical_paths::{LexicalPath, LexicalPaths, RarestFirstLookups};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use store::PostgresStore;
 

@@ -16,8 +16,9 @@
 //!   query term, ranked by score then sequence (a one-term query reads only the postings
 //!   that can reach the pool, in impact order, see [`impact_ordered`]; when the rarest of
 //!   several terms carries the pool, only its postings that can reach it are read, the
-//!   same way, and the others looked up for those, see [`rarest_first`]; otherwise several
-//!   terms prune the commonest lists where they cannot change the pool, see [`maxscore`]);
+//!   same way, and the others looked up for those, in stages, see [`rarest_first`];
+//!   otherwise several terms prune the commonest lists where they cannot change the pool,
+//!   see [`maxscore`]);
 //! - fusion: `1 / (60 + dense_rank)` then `+ 1 / (60 + lexical_rank)`, ordered by score
 //!   then sequence, the best `top_k`.
 
@@ -35,7 +36,7 @@ use crate::codec::{memory_at, memory_columns};
 use crate::dense::{
     DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
 };
-use crate::lexical_paths::LexicalPath;
+use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
 use crate::schema::Names;
 use crate::sql::{Built, build, get};
 
@@ -83,13 +84,18 @@ pub(crate) fn lexical(
     let mut with = WithClause::new();
     // By the number of query terms: one (read in impact order) or several (rarest-first,
     // MaxScore).
-    let path = match k {
+    let none = || Expr::cust("0::int8");
+    let (path, candidates, looked_up) = match k {
         0 => return None,
         1 => {
             term_statistics(&mut with, names, user, terms);
             impact_ordered(&mut with, names, user, &terms[0], pool);
             cte(&mut with, "lexical", ranked("i_cand", pool));
-            Expr::cust(LexicalPath::Impact.code().to_string())
+            (
+                Expr::cust(LexicalPath::Impact.code().to_string()),
+                none(),
+                none(),
+            )
         }
         _ => {
             term_statistics(&mut with, names, user, terms);
@@ -98,7 +104,16 @@ pub(crate) fn lexical(
                 _ => maxscore(&mut with, names, user, terms, pool, budget, lookup_cost),
             };
             cte(&mut with, "lexical", ranked("l_scored", pool));
-            path
+            // Counted only where the lookups ran: the candidates are then read anyway.
+            let count = |cte: &str| {
+                Expr::cust(format!(
+                    "CASE WHEN {R_LOOKUP} THEN (SELECT count(*) FROM {cte}) ELSE 0 END"
+                ))
+            };
+            match budget > 0 {
+                true => (path, count("r_cand"), count("r_scored")),
+                false => (path, none(), none()),
+            }
         }
     };
     let mut select = Query::select();
@@ -112,19 +127,31 @@ pub(crate) fn lexical(
             "ranks",
         )
         .expr_as(path, "lexical_path")
+        .expr_as(candidates, "r_candidates")
+        .expr_as(looked_up, "r_looked_up")
         .from("lexical")
         .with_cte(with);
     Some(build(&select))
 }
 
 /// The [`lexical`] statement's row.
-pub(crate) fn decode_lexical(row: &Row) -> Result<(Lexical, LexicalPath), StoreError> {
+pub(crate) fn decode_lexical(
+    row: &Row,
+) -> Result<(Lexical, LexicalPath, RarestFirstLookups), StoreError> {
+    let count = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = get(row, i)?;
+        u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("lookup count {n}")))
+    };
     Ok((
         Lexical {
             seqs: get(row, 0)?,
             ranks: get(row, 1)?,
         },
         LexicalPath::from_code(get(row, 2)?)?,
+        RarestFirstLookups {
+            candidates: count(3)?,
+            looked_up: count(4)?,
+        },
     ))
 }
 
@@ -783,9 +810,11 @@ const R_LOOKUP: &str = "COALESCE((SELECT lookup FROM r_mode), false)";
 /// for it below `cut - rest`, scores below `cut`, which the pool-th best full score is at
 /// least. So the candidates are that term's postings scoring `cut - rest` or more, read in
 /// impact order as a one-term search reads its pool (see [`impact_ordered`]), and the
-/// other terms are looked up for them alone (`r_scored`: seq, score). `MaxScore` would scan
-/// every posting of the rare term to find the same candidates. When the lookups would cost
-/// more than a full scan (`r_mode`), every posting is scanned instead.
+/// other terms are looked up for them alone (`r_scored`: seq, score), best candidates
+/// first, in stages whose full scores raise the floor for the next (see [`FIRST_STAGE`]).
+/// `MaxScore` would scan every posting of the rare term to find the same candidates. When
+/// the lookups would cost more than a full scan (`r_mode`), every posting is scanned
+/// instead.
 fn rarest_first(
     with: &mut WithClause,
     names: &Names,
@@ -905,19 +934,106 @@ fn rarest_first(
             .cross_join(sea_query::TableRef::from("r_term").alias("e"))
             .to_owned(),
     );
+    // The lookups in stages, best candidates first: each stage's full scores raise the
+    // floor under the pool-th best full score (adding terms only raises a score), so the
+    // next stage reads only the candidates whose score for the rare term plus the others'
+    // bounds still reaches it. The floor from the rare term alone is low when the others'
+    // bounds are large beside its spread of scores: then nearly every posting of it is a
+    // candidate, though few can reach the pool once a few hundred are scored in full.
+    let (first, second) = (
+        pool.saturating_mul(FIRST_STAGE),
+        pool.saturating_mul(SECOND_STAGE),
+    );
+    // The stages split the candidates by score: the first holds the best `first` (and
+    // their ties), the second the next `second`; no such score: the stages before hold
+    // every candidate. Two top-N heaps over the candidates, not a sort of all of them.
+    let nth_best = |n: usize| {
+        Expr::cust(format!(
+            "(SELECT score FROM r_cand ORDER BY score DESC LIMIT 1 OFFSET {})",
+            sql_count(n) - 1
+        ))
+    };
     cte(
         with,
-        "r_scored",
+        "r_edges",
+        Query::select()
+            .expr_as(nth_best(first), "e1")
+            .expr_as(nth_best(first.saturating_add(second)), "e2")
+            .and_where(Expr::cust(R_LOOKUP))
+            .to_owned(),
+    );
+    let (edge1, edge2) = ("(SELECT e1 FROM r_edges)", "(SELECT e2 FROM r_edges)");
+    // Kept: at least `floor - rest` (and, as every candidate, `cut - rest`).
+    let reaches = |floor: &str| {
+        format!("score >= COALESCE({floor} - (SELECT rest FROM r_term), '-Infinity'::float8)")
+    };
+    // The pool-th best full score the stages so far have found (none: fewer than a pool).
+    let floor_of = |stages: &[&str]| {
+        let scores: Vec<String> = stages
+            .iter()
+            .map(|stage| format!("SELECT score FROM {stage}"))
+            .collect();
+        format!(
+            "(SELECT u.score FROM ({}) u ORDER BY u.score DESC LIMIT 1 OFFSET {})",
+            scores.join(" UNION ALL "),
+            sql_count(pool) - 1
+        )
+    };
+    let stage = |condition: String| {
         scored(
             Query::select()
                 .columns(["seq", "score"])
                 .from("r_cand")
+                .and_where(Expr::cust(format!("{R_LOOKUP} AND {condition}")))
                 .to_owned(),
         )
-        .and_where(Expr::cust(R_LOOKUP))
-        .to_owned(),
+    };
+    cte(
+        with,
+        "r_s1",
+        stage(format!("score >= COALESCE({edge1}, '-Infinity'::float8)")),
     );
+    cte(
+        with,
+        "r_s2",
+        stage(format!(
+            "score < {edge1} AND score >= COALESCE({edge2}, '-Infinity'::float8) AND {}",
+            reaches(&floor_of(&["r_s1"]))
+        )),
+    );
+    cte(
+        with,
+        "r_s3",
+        stage(format!(
+            "score < {edge2} AND {}",
+            reaches(&floor_of(&["r_s1", "r_s2"]))
+        )),
+    );
+    let mut staged = Query::select()
+        .columns(["seq", "score"])
+        .from("r_s1")
+        .to_owned();
+    for stage in ["r_s2", "r_s3"] {
+        staged.union(
+            sea_query::UnionType::All,
+            Query::select()
+                .columns(["seq", "score"])
+                .from(stage)
+                .to_owned(),
+        );
+    }
+    cte(with, "r_scored", staged);
 }
+
+/// The rarest-first lookups' stages, in pools: the best `FIRST_STAGE` pools of candidates,
+/// then the next `SECOND_STAGE` that still reach the first stage's floor, then the rest
+/// that reach the floor of both. On the bench's 34 rarest-first queries at 100k memories
+/// (up to 9,013 candidates each) this looks up 34,266 of 59,324 candidates, up to 5.3x
+/// fewer per query; counted offline, that is at most 1.5x the fewest any floor could
+/// leave (the final pool's, known in advance), where one stage of 4 or 8 pools left up
+/// to 3.8x or 2.0x the fewest.
+const FIRST_STAGE: usize = 4;
+const SECOND_STAGE: usize = 16;
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
 /// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal

@@ -25,7 +25,7 @@ use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
 use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
-use crate::lexical_paths::{LexicalPath, LexicalPaths, PathCounters};
+use crate::lexical_paths::{LexicalPath, LexicalPaths, PathCounters, RarestFirstLookups};
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
@@ -223,6 +223,12 @@ impl PostgresStore {
         self.inner.lexical_paths.snapshot()
     }
 
+    /// How many candidates this handle's rarest-first searches had and how many of them
+    /// they looked up, for diagnostics and tests.
+    pub fn rarest_first_lookups(&self) -> RarestFirstLookups {
+        self.inner.lexical_paths.lookups()
+    }
+
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
     /// statement with its generic plan, then of the fused one, run with the same settings
     /// as the search), for diagnosing a slow recall.
@@ -236,7 +242,7 @@ impl PostgresStore {
         };
         let plan = self.plan(user, signature.dimension).await?;
         let unit = normalized(&request.embedding);
-        let (rows, _) = self.run_search(plan, user, &unit, request, true).await?;
+        let (rows, ..) = self.run_search(plan, user, &unit, request, true).await?;
         Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
     }
 
@@ -250,7 +256,7 @@ impl PostgresStore {
         unit: &[f32],
         request: &SearchRequest,
         explain: bool,
-    ) -> Result<(Vec<tokio_postgres::Row>, LexicalPath), StoreError> {
+    ) -> Result<(Vec<tokio_postgres::Row>, LexicalPath, RarestFirstLookups), StoreError> {
         let names = self.names();
         let lexical = search::lexical(
             names,
@@ -329,7 +335,7 @@ impl PostgresStore {
             set.map_err(pg_err)?;
             let found = found.map_err(pg_err)?;
             commit.map_err(pg_err)?;
-            return Ok((found, LexicalPath::Once));
+            return Ok((found, LexicalPath::Once, RarestFirstLookups::default()));
         };
         // The BM25 statement's text depends only on the number of terms and the settings,
         // and its plan's shape not on estimates (see `search::lexical`): planned once per
@@ -360,7 +366,7 @@ impl PostgresStore {
                 .prepare_cached(&explained(&built))
                 .await
                 .map_err(pg_err)?;
-            Ok::<_, StoreError>((ranked.1, plans, built, statement))
+            Ok::<_, StoreError>(((ranked.1, ranked.2), plans, built, statement))
         };
         let (path, mut plans, built, statement) = match first.await {
             Ok(done) => done,
@@ -381,7 +387,7 @@ impl PostgresStore {
         let found = found.map_err(pg_err)?;
         commit.map_err(pg_err)?;
         plans.extend(found);
-        Ok((plans, path))
+        Ok((plans, path.0, path.1))
     }
 }
 
@@ -832,7 +838,7 @@ impl MemoryStore for PostgresStore {
         validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
         let unit = normalized(&request.embedding);
         let plan = self.plan(user, signature.dimension).await?;
-        let (found, path) = self.run_search(plan, user, &unit, request, false).await?;
+        let (found, path, lookups) = self.run_search(plan, user, &unit, request, false).await?;
         let mut out = Vec::with_capacity(found.len());
         let mut live = None;
         for row in &found {
@@ -840,7 +846,7 @@ impl MemoryStore for PostgresStore {
             live = count.or(live);
             out.push(hit);
         }
-        self.inner.lexical_paths.record(path);
+        self.inner.lexical_paths.record(path, lookups);
         if let Some(n) = live {
             self.remember_live_count(user, u64::try_from(n).unwrap_or(0));
         }

@@ -14,7 +14,9 @@ use cortex_core::tokenizer::query_terms;
 use cortex_core::{
     EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
 };
-use cortex_postgres::{DenseMode, LexicalPaths, PostgresConfig, PostgresStore, SCHEMA_VERSION};
+use cortex_postgres::{
+    DenseMode, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups, SCHEMA_VERSION,
+};
 use pgvector::Vector;
 use support::TestSchema;
 
@@ -257,6 +259,68 @@ async fn pruned_search_equals_full_scoring() {
                 ..LexicalPaths::default()
             }
         );
+    }
+}
+
+/// The rarest-first lookups run in stages: "rare" (150 memories) carries the pool of a
+/// one-result search, but "common"'s bound is wide beside the spread of "rare"'s scores,
+/// so most of "rare"'s postings are candidates. The first stage's full scores (the
+/// shortest memories holding both) raise the floor past the longer ones, which are never
+/// looked up, and the results are still the core's.
+#[tokio::test]
+async fn rarest_first_looks_up_in_stages() {
+    require_db!();
+    let schema = TestSchema::new("stages", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 4);
+    let mut rng = Rng(21);
+    for i in 0..600 {
+        let mut text = format!("w{i} {}", "pad ".repeat(3 + (i * 7) % 37));
+        if i % 4 == 0 {
+            text.push_str(&" rare".repeat(1 + usize::from(i % 40 == 0)));
+        }
+        if i % 3 != 0 {
+            text.push_str(&" common".repeat(1 + i % 3));
+        }
+        let v = [rng.float(), rng.float(), rng.float(), 1.0];
+        store.add(&memory("u", &text), &v, &sig).await.unwrap();
+    }
+    let staged = PostgresStore::connect(PostgresConfig {
+        lookup_cost: 0,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+    })
+    .await
+    .unwrap();
+    let index = store.build_index("u", 4).await.unwrap().index;
+    let search = |top_k: usize| {
+        let request = SearchRequest {
+            query: "common rare".into(),
+            terms: query_terms("common rare"),
+            embedding: vec![0.3, 0.2, 0.1, 1.0],
+            top_k,
+        };
+        let expected =
+            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
+        let staged = &staged;
+        async move { (staged.search("u", &request).await.unwrap(), expected) }
+    };
+    let (got, expected) = search(1).await;
+    assert_eq!(got, expected);
+    assert_eq!(staged.lexical_paths().rarest_first, 1);
+    let RarestFirstLookups {
+        candidates,
+        looked_up,
+    } = staged.rarest_first_lookups();
+    // A pool of 4: the first stage is 16 candidates, the second 64; past 80 there is a
+    // third.
+    assert!(candidates > 80, "{candidates} candidates: no third stage");
+    assert!(
+        (16..candidates).contains(&looked_up),
+        "{looked_up} of {candidates} candidates looked up"
+    );
+    for top_k in [2, 3, 5, 8] {
+        let (got, expected) = search(top_k).await;
+        assert_eq!(got, expected, "top_k {top_k}");
     }
 }
 
