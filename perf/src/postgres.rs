@@ -14,6 +14,7 @@ use cortex_core::tokenizer::query_terms;
 use cortex_core::{EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest};
 use cortex_postgres::{
     DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore,
+    RarestFirstLookups,
 };
 use serde_json::{Value, json};
 
@@ -198,6 +199,8 @@ struct Run {
     /// The same latencies by the BM25 path each search took: full scan, scored once,
     /// pruned, pruned past the budget.
     by_path: [Samples; 6],
+    /// The rarest-first candidates and lookups of the measured searches (not the warm-up).
+    lookups: RarestFirstLookups,
 }
 
 /// Repeats the HNSW hybrid searches for `window`, one at a time, and says how many ran.
@@ -295,6 +298,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
     let mut latencies = Samples::default();
     let mut results = Vec::new();
     let mut by_path: [Samples; 6] = Default::default();
+    let lookups_before = store.rarest_first_lookups();
     for r in requests {
         let before = store.lexical_paths();
         let start = Instant::now();
@@ -317,10 +321,15 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
         }
         results.push(hits.iter().map(|h| h.memory.id).collect());
     }
+    let lookups_after = store.rarest_first_lookups();
     Ok(Run {
         latencies,
         results,
         by_path,
+        lookups: RarestFirstLookups {
+            candidates: lookups_after.candidates - lookups_before.candidates,
+            looked_up: lookups_after.looked_up - lookups_before.looked_up,
+        },
     })
 }
 
@@ -456,13 +465,11 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
         }
         eprintln!("HNSW searches...");
-        let lookups_before = hnsw.rarest_first_lookups();
         let hnsw_h = run(&hnsw, &hybrid).await?;
-        let lookups = hnsw.rarest_first_lookups();
-        let (looked_up, candidates) = (
-            lookups.looked_up - lookups_before.looked_up,
-            lookups.candidates - lookups_before.candidates,
-        );
+        let RarestFirstLookups {
+            candidates,
+            looked_up,
+        } = hnsw_h.lookups;
         let hnsw_d = run(&hnsw, &dense_only).await?;
         let overlaps = (
             overlap(&exact_h.results, &hnsw_h.results),

@@ -1028,7 +1028,7 @@ fn rarest_first(
 /// The rarest-first lookups' stages, in pools: the best `FIRST_STAGE` pools of candidates,
 /// then the next `SECOND_STAGE` that still reach the first stage's floor, then the rest
 /// that reach the floor of both. On the bench's 34 rarest-first queries at 100k memories
-/// (up to 9,013 candidates each) this looks up 34,266 of 59,324 candidates, up to 5.3x
+/// (up to 9,013 candidates each) this looks up 32,827 of 57,885 candidates, up to 5.3x
 /// fewer per query; counted offline, that is at most 1.5x the fewest any floor could
 /// leave (the final pool's, known in advance), where one stage of 4 or 8 pools left up
 /// to 3.8x or 2.0x the fewest.
