@@ -201,6 +201,32 @@ struct Run {
     by_path: [Samples; 6],
     /// The rarest-first candidates and lookups of the measured searches (not the warm-up).
     lookups: RarestFirstLookups,
+    /// How many of the measured searches ran their two sides on two connections.
+    side_by_side: u64,
+}
+
+impl Run {
+    /// The runs' searches as one run, in order.
+    fn concat(runs: Vec<Run>) -> Run {
+        let mut all = Run {
+            latencies: Samples::default(),
+            results: Vec::new(),
+            by_path: Default::default(),
+            lookups: RarestFirstLookups::default(),
+            side_by_side: 0,
+        };
+        for run in runs {
+            all.latencies.extend(&run.latencies);
+            all.results.extend(run.results);
+            for (into, from) in all.by_path.iter_mut().zip(&run.by_path) {
+                into.extend(from);
+            }
+            all.lookups.candidates += run.lookups.candidates;
+            all.lookups.looked_up += run.lookups.looked_up;
+            all.side_by_side += run.side_by_side;
+        }
+        all
+    }
 }
 
 /// Repeats the HNSW hybrid searches for `window`, one at a time, and says how many ran.
@@ -243,15 +269,21 @@ async fn trace(
     print_plans: bool,
 ) -> Result<(), BoxError> {
     let hnsw = PostgresStore::connect(config(url, schema, DenseMode::Hnsw)).await?;
+    let serial = PostgresStore::connect(PostgresConfig {
+        parallel_search: false,
+        ..config(url, schema, DenseMode::Hnsw)
+    })
+    .await?;
     for r in requests.iter().take(5) {
         hnsw.search(USER, r).await?;
+        serial.search(USER, r).await?;
     }
     println!(
-        "| {schema} query | BM25 path | median ms | planning ms (per search) | execution ms | rarest-first lookups / candidates |"
+        "| {schema} query | BM25 path | median ms | one connection: median ms | planning ms (per search) | execution ms | rarest-first lookups / candidates |"
     );
-    println!("|---|---|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for r in requests {
-        let runs = run(&hnsw, &vec![r.clone(); repeat.max(1)]).await?;
+        let (runs, one) = paired(&hnsw, &serial, &vec![r.clone(); repeat.max(1)]).await?;
         let path = runs
             .by_path
             .iter()
@@ -275,14 +307,15 @@ async fn trace(
                 .filter_map(|t| t.trim().trim_end_matches(" ms").parse::<f64>().ok())
                 .collect::<Vec<f64>>()
         };
-        // The fused statement's (the last), the only one planned per search; execution
-        // summed over both.
-        let planning = times("Planning Time:").last().copied().unwrap_or(f64::NAN);
+        // Summed over the statements: the BM25 one's generic plan costs next to nothing,
+        // the dense and fused ones are planned per search.
+        let planning = times("Planning Time:").iter().sum::<f64>();
         let execution = times("Execution Time:").iter().sum::<f64>();
         println!(
-            "| {} | {path} | {:.1} | {:.2} | {:.2} | {lookups} |",
+            "| {} | {path} | {:.1} | {:.1} | {:.2} | {:.2} | {lookups} |",
             r.query,
             latencies.p50(),
+            one.latencies.p50(),
             planning,
             execution
         );
@@ -290,15 +323,42 @@ async fn trace(
     Ok(())
 }
 
+/// Runs every request on both stores, alternating which goes first, so that the two are
+/// measured under the same load and the same cache state.
+async fn paired(
+    a: &PostgresStore,
+    b: &PostgresStore,
+    requests: &[SearchRequest],
+) -> Result<(Run, Run), BoxError> {
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for (i, r) in requests.iter().enumerate() {
+        let one = std::slice::from_ref(r);
+        if i % 2 == 0 {
+            first.push(measured(a, one).await?);
+            second.push(measured(b, one).await?);
+        } else {
+            second.push(measured(b, one).await?);
+            first.push(measured(a, one).await?);
+        }
+    }
+    Ok((Run::concat(first), Run::concat(second)))
+}
+
 async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
     // Warm the statement cache and the buffers.
     for r in requests.iter().take(5) {
         store.search(USER, r).await?;
     }
+    measured(store, requests).await
+}
+
+/// Runs `requests` one at a time, each timed.
+async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, BoxError> {
     let mut latencies = Samples::default();
     let mut results = Vec::new();
     let mut by_path: [Samples; 6] = Default::default();
     let lookups_before = store.rarest_first_lookups();
+    let parallel_before = store.parallel_searches();
     for r in requests {
         let before = store.lexical_paths();
         let start = Instant::now();
@@ -330,6 +390,7 @@ async fn run(store: &PostgresStore, requests: &[SearchRequest]) -> Result<Run, B
             candidates: lookups_after.candidates - lookups_before.candidates,
             looked_up: lookups_after.looked_up - lookups_before.looked_up,
         },
+        side_by_side: store.parallel_searches() - parallel_before,
     })
 }
 
@@ -465,7 +526,18 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
         }
         eprintln!("HNSW searches...");
-        let hnsw_h = run(&hnsw, &hybrid).await?;
+        // The default, measured paired with every search on one connection (the dense
+        // side after the BM25 side instead of beside it).
+        let serial = PostgresStore::connect(PostgresConfig {
+            parallel_search: false,
+            ..config(&opts.url, &schema, DenseMode::Hnsw)
+        })
+        .await?;
+        for r in hybrid.iter().take(5) {
+            hnsw.search(USER, r).await?;
+            serial.search(USER, r).await?;
+        }
+        let (hnsw_h, serial_h) = paired(&hnsw, &serial, &hybrid).await?;
         let RarestFirstLookups {
             candidates,
             looked_up,
@@ -536,8 +608,17 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .join(", ")
         };
         println!(
-            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up |",
-            by_path(&hnsw_h)
+            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection |",
+            by_path(&hnsw_h),
+            hnsw_h.side_by_side,
+            hnsw_h.latencies.len()
+        );
+        println!(
+            "| {n} | | | | hnsw, one connection per search | {:.1} | {:.1} | | | (paired with the hnsw row, alternating per query: p50 {:.2}x, p95 {:.2}x the hnsw row's) |",
+            serial_h.latencies.p50(),
+            serial_h.latencies.p95(),
+            serial_h.latencies.p50() / hnsw_h.latencies.p50(),
+            serial_h.latencies.p95() / hnsw_h.latencies.p95(),
         );
         let mut sweep = Vec::new();
         for &ef in &opts.ef_sweep {
@@ -602,7 +683,9 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "hnsw": { "hybrid_p50_ms": hnsw_h.latencies.p50(), "hybrid_p95_ms": hnsw_h.latencies.p95(),
                       "dense_p50_ms": hnsw_d.latencies.p50(), "dense_p95_ms": hnsw_d.latencies.p95(),
                       "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1,
-                      "rarest_first_candidates": candidates, "rarest_first_looked_up": looked_up },
+                      "rarest_first_candidates": candidates, "rarest_first_looked_up": looked_up,
+                      "side_by_side_searches": hnsw_h.side_by_side },
+            "hnsw_one_connection": { "hybrid_p50_ms": serial_h.latencies.p50(), "hybrid_p95_ms": serial_h.latencies.p95() },
         }));
         if !opts.keep {
             hnsw.pool()

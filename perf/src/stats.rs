@@ -26,6 +26,10 @@ impl Samples {
         self.0.push(d);
     }
 
+    pub fn extend(&mut self, other: &Samples) {
+        self.0.extend_from_slice(&other.0);
+    }
+
     /// The `p`-th percentile (0-100), in milliseconds.
     pub fn percentile_ms(&self, p: f64) -> f64 {
         if self.0.is_empty() {

@@ -86,8 +86,14 @@ pub struct PostgresConfig {
     /// up.
     pub lookup_cost: u64,
     /// `hnsw.ef_search` for every HNSW search; `None` picks it from the candidate count
-    /// (twice the count, at least 100). Higher finds more of the exact neighbours, slower.
+    /// (four times the count, at least 300). Higher finds more of the exact neighbours,
+    /// slower.
     pub ef_search: Option<usize>,
+    /// Whether a search with query terms may run its dense side on a second pooled
+    /// connection, beside the BM25 side, when one is free at that moment (in the same
+    /// snapshot; the results are the same either way). Off, every search uses one
+    /// connection: fewer connections and less server CPU per search under heavy load.
+    pub parallel_search: bool,
 }
 
 impl PostgresConfig {
@@ -103,13 +109,15 @@ impl PostgresConfig {
             prune_budget: DEFAULT_PRUNE_BUDGET,
             lookup_cost: DEFAULT_LOOKUP_COST,
             ef_search: None,
+            parallel_search: true,
         }
     }
 
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
-    /// `CORTEX_PG_LOOKUP_COST` and `CORTEX_PG_EF_SEARCH` (1-1000).
+    /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000) and
+    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0).
     pub fn from_env() -> Result<Self, StoreError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -158,15 +166,10 @@ impl PostgresConfig {
             config.ef_search = Some(ef);
         }
         if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
-            config.pushdown = match flag.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => true,
-                "0" | "false" | "no" | "off" => false,
-                other => {
-                    return Err(StoreError::Config(format!(
-                        "CORTEX_PG_PUSHDOWN must be 1 or 0; got {other:?}"
-                    )));
-                }
-            };
+            config.pushdown = parse_flag("CORTEX_PG_PUSHDOWN", &flag)?;
+        }
+        if let Some(flag) = get("CORTEX_PG_PARALLEL_SEARCH") {
+            config.parallel_search = parse_flag("CORTEX_PG_PARALLEL_SEARCH", &flag)?;
         }
         Ok(config)
     }
@@ -174,6 +177,16 @@ impl PostgresConfig {
     /// The schema name in effect.
     pub fn schema_name(&self) -> &str {
         self.schema.as_deref().unwrap_or("public")
+    }
+}
+
+fn parse_flag(variable: &str, value: &str) -> Result<bool, StoreError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(StoreError::Config(format!(
+            "{variable} must be 1 or 0; got {other:?}"
+        ))),
     }
 }
 
@@ -197,6 +210,7 @@ impl fmt::Debug for PostgresConfig {
             .field("prune_budget", &self.prune_budget)
             .field("lookup_cost", &self.lookup_cost)
             .field("ef_search", &self.ef_search)
+            .field("parallel_search", &self.parallel_search)
             .finish()
     }
 }
@@ -273,6 +287,7 @@ mod tests {
             ("CORTEX_PG_PRUNE_BUDGET", "0"),
             ("CORTEX_PG_LOOKUP_COST", "7"),
             ("CORTEX_PG_EF_SEARCH", "300"),
+            ("CORTEX_PG_PARALLEL_SEARCH", "off"),
         ]
         .into_iter()
         .collect();
@@ -285,6 +300,8 @@ mod tests {
         assert_eq!(c.prune_budget, 0);
         assert_eq!(c.lookup_cost, 7);
         assert_eq!(c.ef_search, Some(300));
+        assert!(!c.parallel_search);
+        assert!(PostgresConfig::new("x").parallel_search);
         assert_eq!(PostgresConfig::new("x").prune_budget, DEFAULT_PRUNE_BUDGET);
         assert_eq!(PostgresConfig::new("x").lookup_cost, DEFAULT_LOOKUP_COST);
     }
@@ -307,6 +324,7 @@ mod tests {
         assert!(bad("CORTEX_PG_DENSE_MODE", "ivf").contains("CORTEX_PG_DENSE_MODE"));
         assert!(bad("CORTEX_PG_SCHEMA", "Robert'); DROP").contains("schema"));
         assert!(bad("CORTEX_PG_PUSHDOWN", "maybe").contains("CORTEX_PG_PUSHDOWN"));
+        assert!(bad("CORTEX_PG_PARALLEL_SEARCH", "2").contains("CORTEX_PG_PARALLEL_SEARCH"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "0").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "5000").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_PRUNE_BUDGET", "-1").contains("CORTEX_PG_PRUNE_BUDGET"));

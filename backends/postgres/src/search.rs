@@ -49,16 +49,39 @@ pub(crate) struct Pruning {
     pub lookup_cost: u64,
 }
 
-/// The BM25 side's result, which the fused statement reads: the best `pool` memories'
-/// sequence numbers and their 1-based lexical ranks, best first.
+/// One side's result, which the fused statement reads: the best `pool` memories' sequence
+/// numbers and their 1-based ranks, best first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Lexical {
+pub(crate) struct Ranked {
     pub seqs: Vec<i64>,
     pub ranks: Vec<i64>,
 }
 
+impl Ranked {
+    /// A [`lexical`] or [`dense`] statement's first two columns.
+    fn decode(row: &Row) -> Result<Self, StoreError> {
+        Ok(Self {
+            seqs: get(row, 0)?,
+            ranks: get(row, 1)?,
+        })
+    }
+}
+
+/// Where the fused statement's dense ranks come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DenseSide<'a> {
+    /// Searched by the fused statement itself. `unit_query` is the query embedding scaled
+    /// to unit length by the core (`normalized`).
+    Inline {
+        plan: DensePlan,
+        unit_query: &'a [f32],
+    },
+    /// Already ranked by the [`dense`] statement in the same snapshot.
+    Ranked(&'a Ranked),
+}
+
 /// The BM25 side of one query (`terms`, in their given order; none: no statement), as one
-/// statement returning one row: the ranked memories as two arrays (see [`Lexical`]) and
+/// statement returning one row: the ranked memories as two arrays (see [`Ranked`]) and
 /// the path it took (see [`decode_lexical`]).
 ///
 /// Its text depends only on the number of terms, `top_k` and the pruning settings, and
@@ -137,16 +160,13 @@ pub(crate) fn lexical(
 /// The [`lexical`] statement's row.
 pub(crate) fn decode_lexical(
     row: &Row,
-) -> Result<(Lexical, LexicalPath, RarestFirstLookups), StoreError> {
+) -> Result<(Ranked, LexicalPath, RarestFirstLookups), StoreError> {
     let count = |i: usize| -> Result<u64, StoreError> {
         let n: i64 = get(row, i)?;
         u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("lookup count {n}")))
     };
     Ok((
-        Lexical {
-            seqs: get(row, 0)?,
-            ranks: get(row, 1)?,
-        },
+        Ranked::decode(row)?,
         LexicalPath::from_code(get(row, 2)?)?,
         RarestFirstLookups {
             candidates: count(3)?,
@@ -155,26 +175,54 @@ pub(crate) fn decode_lexical(
     ))
 }
 
-/// The fused statement for one query: the dense candidates, fused with the BM25 side's
-/// ranks (`lexical`, from the [`lexical`] statement in the same snapshot), and the best
-/// `top_k` memories read. `unit_query` is the query embedding scaled to unit length by the
-/// core (`normalized`). Planned per search: the dense side's best plan depends on the
+/// The dense side of one query alone, as one statement returning one row: the ranked
+/// memories as two arrays (see [`Ranked`]), for a search that runs it beside the BM25
+/// statement on a second connection. `unit_query` is the query embedding scaled to unit
+/// length by the core (`normalized`). Planned per search: its best plan depends on the
 /// user's size and on the query vector (see the store's `run_search`).
-pub(crate) fn fused(
+pub(crate) fn dense(
     names: &Names,
     plan: DensePlan,
     user: &str,
     unit_query: &[f32],
     top_k: usize,
-    lexical: &Lexical,
 ) -> Built {
+    let mut with = WithClause::new();
+    dense_ranks(&mut with, names, plan, user, unit_query, top_k);
+    let mut select = Query::select();
+    select
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
+            "seqs",
+        )
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
+            "ranks",
+        )
+        .from("dense")
+        .with_cte(with);
+    build(&select)
+}
+
+/// The [`dense`] statement's row.
+pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
+    Ranked::decode(row)
+}
+
+/// The `dense` CTE (seq, rnk): the best `pool` dense candidates, ranked.
+fn dense_ranks(
+    with: &mut WithClause,
+    names: &Names,
+    plan: DensePlan,
+    user: &str,
+    unit_query: &[f32],
+    top_k: usize,
+) {
     let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
     let memories = || names.table("memories");
-    let mut with = WithClause::new();
-    // Dense candidates, with pgvector's distance.
     match plan {
-        DensePlan::Exact => exact_dense(&mut with, names, user, &query, pool),
+        DensePlan::Exact => exact_dense(with, names, user, &query, pool),
         DensePlan::Hnsw { dimension } => {
             // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n.
             // The distance kept is the full-precision one (the index is halfvec).
@@ -184,7 +232,7 @@ pub(crate) fn fused(
                 query_expression(dimension)
             );
             cte(
-                &mut with,
+                with,
                 "d_cand",
                 Query::select()
                     .column(("m", "seq"))
@@ -204,7 +252,7 @@ pub(crate) fn fused(
             // does) cost half of a dense search at 100k and only reorders memories whose
             // distances agree to float rounding, far finer than the index's own error.
             cte(
-                &mut with,
+                with,
                 "dense",
                 Query::select()
                     .column("seq")
@@ -223,22 +271,44 @@ pub(crate) fn fused(
             );
         }
     }
+}
+
+/// The `seq, rnk` rows of a side already ranked (see [`Ranked`]).
+fn unnested(ranked: &Ranked) -> SelectStatement {
+    Query::select()
+        .expr_as(
+            Expr::cust_with_values("unnest($1::int8[])", [ranked.seqs.clone()]),
+            "seq",
+        )
+        .expr_as(
+            Expr::cust_with_values("unnest($1::int8[])", [ranked.ranks.clone()]),
+            "rnk",
+        )
+        .to_owned()
+}
+
+/// The fused statement for one query: the dense side's ranks (`dense`: searched here, or
+/// from the [`dense`] statement), fused with the BM25 side's (`lexical`, from the
+/// [`lexical`] statement; both in the same snapshot), and the best `top_k` memories read.
+/// Planned per search when it searches the dense side (see the store's `run_search`).
+pub(crate) fn fused(
+    names: &Names,
+    user: &str,
+    top_k: usize,
+    dense: DenseSide<'_>,
+    lexical: &Ranked,
+) -> Built {
+    let memories = || names.table("memories");
+    let mut with = WithClause::new();
+    match dense {
+        DenseSide::Inline { plan, unit_query } => {
+            dense_ranks(&mut with, names, plan, user, unit_query, top_k)
+        }
+        DenseSide::Ranked(ranked) => cte(&mut with, "dense", unnested(ranked)),
+    }
 
     // The BM25 side's ranks.
-    cte(
-        &mut with,
-        "lexical",
-        Query::select()
-            .expr_as(
-                Expr::cust_with_values("unnest($1::int8[])", [lexical.seqs.clone()]),
-                "seq",
-            )
-            .expr_as(
-                Expr::cust_with_values("unnest($1::int8[])", [lexical.ranks.clone()]),
-                "rnk",
-            )
-            .to_owned(),
-    );
+    cte(&mut with, "lexical", unnested(lexical));
 
     // Fusion, dense first then lexical, as the core adds them.
     cte(

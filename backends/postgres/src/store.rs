@@ -2,8 +2,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
@@ -53,6 +54,8 @@ struct Inner {
     live_counts: Mutex<HashMap<String, u64>>,
     /// Which way each search's BM25 side went (diagnostics).
     lexical_paths: PathCounters,
+    /// Searches whose two sides ran on two connections (diagnostics).
+    parallel_searches: AtomicU64,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -97,6 +100,7 @@ impl PostgresStore {
                 hnsw_building: AtomicBool::new(false),
                 live_counts: Mutex::new(HashMap::new()),
                 lexical_paths: PathCounters::default(),
+                parallel_searches: AtomicU64::new(0),
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -229,6 +233,13 @@ impl PostgresStore {
         self.inner.lexical_paths.lookups()
     }
 
+    /// How many of this handle's searches ran their dense side on a second connection,
+    /// beside the BM25 side (see [`PostgresConfig::parallel_search`]), for diagnostics and
+    /// tests.
+    pub fn parallel_searches(&self) -> u64 {
+        self.inner.parallel_searches.load(Ordering::Relaxed)
+    }
+
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
     /// statement with its generic plan, then of the fused one, run with the same settings
     /// as the search), for diagnosing a slow recall.
@@ -289,21 +300,19 @@ impl PostgresStore {
         // user with few memories among many the latter is both exact and faster. (Forcing
         // the index with enable_sort=off was tried: it also turned the BM25 side into a
         // full postings scan.)
-        let settings = client
-            .prepare_cached(match (plan.is_hnsw(), self.inner.server.iterative_scan) {
-                (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
-                (true, true) => {
-                    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+        let settings_sql = match (plan.is_hnsw(), self.inner.server.iterative_scan) {
+            (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
+            (true, true) => {
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
                      set_config('hnsw.ef_search', $1, true), \
                      set_config('hnsw.iterative_scan', 'strict_order', true)"
-                }
-                (true, false) => {
-                    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+            }
+            (true, false) => {
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
                      set_config('hnsw.ef_search', $1, true)"
-                }
-            })
-            .await
-            .map_err(pg_err)?;
+            }
+        };
+        let settings = client.prepare_cached(settings_sql).await.map_err(pg_err)?;
         let ef = match self.inner.config.ef_search {
             Some(ef) => ef.clamp(1, 1000),
             None => dense::ef_search(dense::hnsw_candidates(pool_size)),
@@ -314,12 +323,18 @@ impl PostgresStore {
             true => &ef_param,
             false => &[],
         };
-        let fused = |lexical: &search::Lexical| {
-            search::fused(names, plan, user, unit, request.top_k, lexical)
+        let fused = |dense: search::DenseSide<'_>, lexical: &search::Ranked| {
+            search::fused(names, user, request.top_k, dense, lexical)
         };
         let Some(lexical) = lexical else {
             // No query terms: no BM25 side, one statement.
-            let built = fused(&search::Lexical::default());
+            let built = fused(
+                search::DenseSide::Inline {
+                    plan,
+                    unit_query: unit,
+                },
+                &search::Ranked::default(),
+            );
             let statement = client
                 .prepare_cached(&explained(&built))
                 .await
@@ -337,39 +352,37 @@ impl PostgresStore {
             commit.map_err(pg_err)?;
             return Ok((found, LexicalPath::Once, RarestFirstLookups::default()));
         };
-        // The BM25 statement's text depends only on the number of terms and the settings,
-        // and its plan's shape not on estimates (see `search::lexical`): planned once per
-        // connection instead of per search. One snapshot for both statements: a write
-        // between them could otherwise leave a memory ranked by one side and missing
-        // from the other.
-        let lexical_statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
-        let generic = client
-            .prepare_cached("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
-            .await
-            .map_err(pg_err)?;
-        let params = lexical.1.as_params();
-        let (begin, set, found) = futures_util::join!(
-            client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-            client.query(&generic, &[]),
-            client.query_one(&lexical_statement, &params),
-        );
-        let first = async {
-            begin.map_err(pg_err)?;
-            set.map_err(pg_err)?;
-            let ranked = search::decode_lexical(&found.map_err(pg_err)?)?;
-            let mut plans = Vec::new();
-            if explain {
-                plans = explain_generic(&client, &lexical_statement, &lexical).await?;
-            }
-            let built = fused(&ranked.0);
-            let statement = client
-                .prepare_cached(&explained(&built))
-                .await
-                .map_err(pg_err)?;
-            Ok::<_, StoreError>(((ranked.1, ranked.2), plans, built, statement))
+        // One read-only snapshot for both sides: a write between them could otherwise
+        // leave a memory ranked by one side and missing from the other. The BM25
+        // statement's text depends only on the number of terms and the settings, and its
+        // plan's shape not on estimates (see `search::lexical`): planned once per
+        // connection instead of per search. With several terms, when a second connection
+        // is free, the dense side runs on it beside the BM25 side, and the fused statement
+        // reads both sides' ranks; otherwise (and for one term, whose impact-ordered BM25
+        // side costs less than the second connection's extra round trip and snapshot
+        // export, docs/BENCHMARKS.md) the fused statement searches the dense side itself,
+        // after the BM25 side.
+        let second = match !explain && self.inner.config.parallel_search && request.terms.len() > 1
+        {
+            true => self.spare_client().await,
+            false => None,
         };
-        let (path, mut plans, built, statement) = match first.await {
-            Ok(done) => done,
+        let sides = Sides {
+            lexical: &lexical,
+            settings: settings_sql,
+            settings_params,
+        };
+        let ranked = match &second {
+            Some(second) => {
+                let dense = search::dense(names, plan, user, unit, request.top_k);
+                sides.side_by_side(&client, second, &dense).await
+            }
+            None => sides.lexical_only(&client, explain).await,
+        };
+        // Back to the pool before the fusion: the next search finds it free.
+        drop(second);
+        let done = match ranked {
+            Ok(ranked) => ranked,
             Err(e) => {
                 // Ends the transaction on this pooled connection whatever failed; the
                 // error to report is the first.
@@ -377,17 +390,182 @@ impl PostgresStore {
                 return Err(e);
             }
         };
+        let built = match &done.dense {
+            Some(dense) => {
+                self.inner.parallel_searches.fetch_add(1, Ordering::Relaxed);
+                fused(search::DenseSide::Ranked(dense), &done.lexical)
+            }
+            None => fused(
+                search::DenseSide::Inline {
+                    plan,
+                    unit_query: unit,
+                },
+                &done.lexical,
+            ),
+        };
+        let statement = match client.prepare_cached(&explained(&built)).await {
+            Ok(statement) => statement,
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(pg_err(e));
+            }
+        };
         let params = built.1.as_params();
+        // Reading two sides' ranks, the fused statement keeps the transaction's generic
+        // plan (one shape whatever the values; planning it per search cost 0.3 ms, ten
+        // times its generic planning); searching the dense side, it needs the settings.
         let (set, found, commit) = futures_util::join!(
-            client.query(&settings, settings_params),
+            async {
+                match done.dense {
+                    Some(_) => Ok(Vec::new()),
+                    None => client.query(&settings, settings_params).await,
+                }
+            },
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );
         set.map_err(pg_err)?;
         let found = found.map_err(pg_err)?;
         commit.map_err(pg_err)?;
+        let mut plans = done.plans;
         plans.extend(found);
-        Ok((plans, path.0, path.1))
+        Ok((plans, done.path, done.lookups))
+    }
+
+    /// A second pooled connection if one is free right now, else `None`. Never waits: a
+    /// search holding one connection while waiting for another could, under load, leave
+    /// every search waiting on every other.
+    async fn spare_client(&self) -> Option<deadpool_postgres::Object> {
+        let mut timeouts = self.inner.pool.timeouts();
+        timeouts.wait = Some(Duration::ZERO);
+        self.inner.pool.timeout_get(&timeouts).await.ok()
+    }
+}
+
+/// The ranked sides of one search with query terms, before their fusion (see
+/// `run_search`).
+struct Sides<'a> {
+    lexical: &'a sql::Built,
+    /// The dense statement's settings (see `run_search`).
+    settings: &'a str,
+    settings_params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+}
+
+/// What [`Sides`] found.
+struct Ranked {
+    lexical: search::Ranked,
+    path: LexicalPath,
+    lookups: RarestFirstLookups,
+    /// The dense side, when it ran on a second connection.
+    dense: Option<search::Ranked>,
+    /// The BM25 statement's plan, with `explain`.
+    plans: Vec<tokio_postgres::Row>,
+}
+
+/// The BM25 statement's generic plan (see `run_search`), set for its transaction.
+const GENERIC_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
+/// The same, and the transaction's snapshot exported for a second connection to share.
+const GENERIC_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
+     'force_generic_plan', true), pg_export_snapshot()";
+const READ_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+
+impl Sides<'_> {
+    /// Opens the read-only snapshot on `client`, which the caller ends, and runs the BM25
+    /// side there (with `explain`, also its plan, with its generic plan as it ran).
+    async fn lexical_only(
+        &self,
+        client: &deadpool_postgres::Object,
+        explain: bool,
+    ) -> Result<Ranked, StoreError> {
+        let lexical = client
+            .prepare_cached(&self.lexical.0)
+            .await
+            .map_err(pg_err)?;
+        let generic = client.prepare_cached(GENERIC_PLAN).await.map_err(pg_err)?;
+        let params = self.lexical.1.as_params();
+        let (begin, set, found) = futures_util::join!(
+            client.batch_execute(READ_SNAPSHOT),
+            client.query(&generic, &[]),
+            client.query_one(&lexical, &params),
+        );
+        begin.map_err(pg_err)?;
+        set.map_err(pg_err)?;
+        let (ranked, path, lookups) = search::decode_lexical(&found.map_err(pg_err)?)?;
+        let mut plans = Vec::new();
+        if explain {
+            plans = explain_generic(client, &lexical, self.lexical).await?;
+        }
+        Ok(Ranked {
+            lexical: ranked,
+            path,
+            lookups,
+            dense: None,
+            plans,
+        })
+    }
+
+    /// Opens the read-only snapshot on `client`, which the caller ends, runs the BM25 side
+    /// there and, as soon as the snapshot is exported, the `dense` statement on `second`
+    /// in the same snapshot, in a transaction of its own that ends here.
+    async fn side_by_side(
+        &self,
+        client: &deadpool_postgres::Object,
+        second: &deadpool_postgres::Object,
+        dense: &sql::Built,
+    ) -> Result<Ranked, StoreError> {
+        let lexical = client
+            .prepare_cached(&self.lexical.0)
+            .await
+            .map_err(pg_err)?;
+        let exported = client
+            .prepare_cached(GENERIC_PLAN_EXPORTED)
+            .await
+            .map_err(pg_err)?;
+        let dense_statement = second.prepare_cached(&dense.0).await.map_err(pg_err)?;
+        let settings = second.prepare_cached(self.settings).await.map_err(pg_err)?;
+        let lexical_params = self.lexical.1.as_params();
+        let dense_params = dense.1.as_params();
+        // The BM25 statement goes out right behind the export; the dense side waits only
+        // for the snapshot's name. join! polls in order, so BEGIN, the export and the
+        // BM25 statement are sent in that order.
+        let dense_side = async {
+            let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
+            let snapshot: String = get(&row, 1)?;
+            // A snapshot's name is hex digits and dashes; it is written into the command
+            // (SET TRANSACTION SNAPSHOT takes no parameter).
+            if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
+            }
+            // Its transaction ends in the same round trip: COMMIT of a failed one rolls
+            // it back, so the connection goes back to the pool clean either way.
+            let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
+            let (begin, set, found, commit) = futures_util::join!(
+                second.batch_execute(&begin),
+                second.query(&settings, self.settings_params),
+                second.query_one(&dense_statement, &dense_params),
+                second.batch_execute("COMMIT"),
+            );
+            begin.map_err(pg_err)?;
+            set.map_err(pg_err)?;
+            let found = found.map_err(pg_err)?;
+            commit.map_err(pg_err)?;
+            search::decode_dense(&found)
+        };
+        let (begin, dense_ranked, lexical_found) = futures_util::join!(
+            client.batch_execute(READ_SNAPSHOT),
+            dense_side,
+            client.query_one(&lexical, &lexical_params),
+        );
+        begin.map_err(pg_err)?;
+        let dense_ranked = dense_ranked?;
+        let (ranked, path, lookups) = search::decode_lexical(&lexical_found.map_err(pg_err)?)?;
+        Ok(Ranked {
+            lexical: ranked,
+            path,
+            lookups,
+            dense: Some(dense_ranked),
+            plans: Vec::new(),
+        })
     }
 }
 

@@ -188,6 +188,15 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         let store = PostgresStore::connect(config).await.unwrap();
         budgets.push(((budget, lookup_cost), store));
     }
+    // The default settings on one connection: both sides one after the other, where `pg`
+    // (a free second connection at every search) runs them side by side when the query
+    // has several terms.
+    let one_connection = PostgresStore::connect(PostgresConfig {
+        pool_size: 1,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+    })
+    .await
+    .unwrap();
     let dimension = embedder.dimension();
     let signature = EmbeddingSignature::new("parity", dimension);
     let user = format!("parity-{tag}");
@@ -258,6 +267,8 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     assert_eq!(sqlite_index.len(), pg_index.len());
 
     let mut compared = 0;
+    // Searches with several terms (one runs on one connection, see `run_search`).
+    let mut several_terms = 0;
     for query in queries(&mut rng, query_count) {
         let embedding = match &embedder {
             Embedder::Fake(f) => f.vector(&query),
@@ -289,6 +300,12 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
                 &expected,
                 &pushed,
             );
+            same(
+                &format!("{label} (postgres pushdown, one connection)"),
+                &expected,
+                &one_connection.search(&user, &request).await.unwrap(),
+            );
+            several_terms += u64::from(terms.len() > 1);
             for ((budget, lookup_cost), store) in &budgets {
                 let pushed = store.search(&user, &request).await.unwrap();
                 same(
@@ -352,6 +369,13 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         pg.lexical_paths().once + pg.lexical_paths().pruned_total() > 0,
         "the default budget neither scored once nor pruned"
     );
+    assert!(several_terms > 0, "no query had several terms");
+    assert_eq!(
+        pg.parallel_searches(),
+        several_terms,
+        "searches with several terms that ran their sides on two connections"
+    );
+    assert_eq!(one_connection.parallel_searches(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -510,6 +510,60 @@ async fn dimension_is_fixed_by_a_check_constraint() {
 }
 
 /// Statistics, postings and the change counter stay exact with writers racing on one user.
+/// A search whose dense side runs on a second connection reads the same snapshot on both:
+/// a memory committed in between, nearest to the query of all, is either seen by both
+/// sides or by neither. (Were the dense side's snapshot newer, its best candidate would be
+/// missing from the fused statement's snapshot, and the search would return fewer than
+/// `top_k` memories.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_read_one_snapshot_under_concurrent_writes() {
+    require_db!();
+    let schema = TestSchema::new("snapshot", true, DenseMode::Exact).await;
+    let store = Arc::new(schema.store().await);
+    let sig = EmbeddingSignature::new("m", 3);
+    let user = "snap";
+    // A few lexical matches far from the query, and enough other memories that every
+    // search has `top_k` to return.
+    for i in 0..5 {
+        let m = memory(user, &format!("alpha beta seed {i}"));
+        store.add(&m, &[-1.0, 0.0, i as f32], &sig).await.unwrap();
+    }
+    for i in 0..12 {
+        let m = memory(user, &format!("filler {i}"));
+        store.add(&m, &[0.0, 1.0, i as f32], &sig).await.unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each new memory is nearer the query [1, 0, 0] than every earlier one: the dense
+    // side's first candidate as soon as it is visible.
+    let writer = {
+        let (store, sig, stop) = (store.clone(), sig.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut written = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let m = memory(user, &format!("nearest {written}"));
+                let v = [1.0, 1.0 / (written as f32 + 2.0), 0.0];
+                store.add(&m, &v, &sig).await.unwrap();
+                written += 1;
+            }
+            written
+        })
+    };
+    let request = SearchRequest {
+        query: "alpha beta".into(),
+        terms: query_terms("alpha beta"),
+        embedding: vec![1.0, 0.0, 0.0],
+        top_k: 10,
+    };
+    for i in 0..300 {
+        let found = store.search(user, &request).await.unwrap();
+        assert_eq!(found.len(), 10, "search {i}: {found:#?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.await.unwrap();
+    assert!(written > 20, "the writer wrote only {written} memories");
+    assert_eq!(store.parallel_searches(), 300);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statistics_stay_exact_under_concurrent_writers() {
     require_db!();
@@ -738,12 +792,11 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
     );
 }
 
-/// A store whose HNSW index predates the `halfvec` one gets it replaced on its first HNSW
-/// search: an old `vector` index is rebuilt as `halfvec` and dropped, an old `halfvec`
-/// one (above 2,000 dimensions) only renamed; searches use the new one.
-/// Every search's fused statement is planned for its own values and its BM25 statement
-/// generic, planned once, whatever plans the server (here a session) asks for, and the
-/// settings stay local to the search.
+/// Every search's statement that searches the dense side (the fused one, or the dense one
+/// when the dense side runs on a second connection) is planned for its own values, and its
+/// BM25 statement (and a fused one reading both sides' ranks) generic, planned once,
+/// whatever plans the server (here a session) asks for; the settings stay local to the
+/// search on every connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn searches_plan_each_statement_as_designed() {
     require_db!();
@@ -756,64 +809,100 @@ async fn searches_plan_each_statement_as_designed() {
         store.add(&memory("u", &text), &v, &sig).await.unwrap();
     }
     let separator = if schema.url.contains('?') { '&' } else { '?' };
-    for server in ["force_generic_plan", "force_custom_plan"] {
-        for mode in [DenseMode::Exact, DenseMode::Hnsw] {
-            let store = PostgresStore::connect(PostgresConfig {
-                url: format!(
-                    "{}{separator}options=-c%20plan_cache_mode%3D{server}",
-                    schema.url
-                ),
-                pool_size: 1,
-                ..support::config(&schema.url, &schema.schema, true, mode)
-            })
-            .await
-            .unwrap();
-            let request = SearchRequest {
-                query: "the deploy".into(),
-                terms: query_terms("the deploy"),
-                embedding: vec![1.0, 2.0, 0.5],
-                top_k: 3,
-            };
-            for _ in 0..7 {
-                assert_eq!(store.search("u", &request).await.unwrap().len(), 3);
-            }
-            let client = store.pool().get().await.unwrap();
-            let plans = |pattern: &'static str| {
-                let client = &client;
-                async move {
-                    client
-                        .query(
-                            "SELECT generic_plans, custom_plans FROM pg_prepared_statements \
-                             WHERE statement LIKE $1",
-                            &[&pattern],
-                        )
+    for pool_size in [1, 2] {
+        for server in ["force_generic_plan", "force_custom_plan"] {
+            for mode in [DenseMode::Exact, DenseMode::Hnsw] {
+                let case = format!("pool {pool_size}, {server}, {mode:?}");
+                let store = PostgresStore::connect(PostgresConfig {
+                    url: format!(
+                        "{}{separator}options=-c%20plan_cache_mode%3D{server}",
+                        schema.url
+                    ),
+                    pool_size,
+                    ..support::config(&schema.url, &schema.schema, true, mode)
+                })
+                .await
+                .unwrap();
+                let request = SearchRequest {
+                    query: "the deploy".into(),
+                    terms: query_terms("the deploy"),
+                    embedding: vec![1.0, 2.0, 0.5],
+                    top_k: 3,
+                };
+                for _ in 0..7 {
+                    assert_eq!(store.search("u", &request).await.unwrap().len(), 3);
+                }
+                assert_eq!(
+                    store.parallel_searches(),
+                    if pool_size == 1 { 0 } else { 7 },
+                    "{case}: searches run side by side"
+                );
+                // Every connection the searches used, held at once.
+                let mut clients = Vec::new();
+                for _ in 0..pool_size {
+                    clients.push(store.pool().get().await.unwrap());
+                }
+                let plans = |pattern: &'static str, except: &'static str| {
+                    let clients = &clients;
+                    async move {
+                        let mut sum = (0, 0);
+                        for client in clients {
+                            for row in client
+                                .query(
+                                    "SELECT generic_plans, custom_plans \
+                                     FROM pg_prepared_statements \
+                                     WHERE statement LIKE $1 AND statement NOT LIKE $2",
+                                    &[&pattern, &except],
+                                )
+                                .await
+                                .unwrap()
+                            {
+                                sum.0 += row.get::<_, i64>(0);
+                                sum.1 += row.get::<_, i64>(1);
+                            }
+                        }
+                        sum
+                    }
+                };
+                // Generic when it reads both sides' ranks (see `run_search`).
+                assert_eq!(
+                    plans("WITH %\"fused\"%", "").await,
+                    if pool_size == 1 { (0, 7) } else { (7, 0) },
+                    "{case}: the fused statement's (generic, custom) plans"
+                );
+                // Its own statement only when it ran on the second connection.
+                assert_eq!(
+                    plans("WITH %\"dense\"%", "%\"fused\"%").await,
+                    (0, if pool_size == 1 { 0 } else { 7 }),
+                    "{case}: the dense statement's (generic, custom) plans"
+                );
+                assert_eq!(
+                    plans("WITH %\"l_idf\"%", "").await,
+                    (7, 0),
+                    "{case}: the BM25 statement's (generic, custom) plans"
+                );
+                for client in &clients {
+                    let setting: String = client
+                        .query_one("SHOW plan_cache_mode", &[])
                         .await
                         .unwrap()
-                        .iter()
-                        .map(|r| (r.get(0), r.get(1)))
-                        .collect::<Vec<(i64, i64)>>()
+                        .get(0);
+                    assert_eq!(setting, server, "{case}: the setting leaked");
+                    let ef: String = client
+                        .query_one("SHOW hnsw.ef_search", &[])
+                        .await
+                        .unwrap()
+                        .get(0);
+                    assert_eq!(ef, "40", "{case}: hnsw.ef_search leaked");
                 }
-            };
-            assert_eq!(
-                plans("WITH %\"fused\"%").await,
-                [(0, 7)],
-                "{server}, {mode:?}: the fused statement's (generic, custom) plans"
-            );
-            assert_eq!(
-                plans("WITH %\"l_idf\"%").await,
-                [(7, 0)],
-                "{server}, {mode:?}: the BM25 statement's (generic, custom) plans"
-            );
-            let setting: String = client
-                .query_one("SHOW plan_cache_mode", &[])
-                .await
-                .unwrap()
-                .get(0);
-            assert_eq!(setting, server, "{server}, {mode:?}: the setting leaked");
+            }
         }
     }
 }
 
+/// A store whose HNSW index predates the `halfvec` one gets it replaced on its first HNSW
+/// search: an old `vector` index is rebuilt as `halfvec` and dropped, an old `halfvec`
+/// one (above 2,000 dimensions) only renamed; searches use the new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_hnsw_index_is_replaced() {
     require_db!();
