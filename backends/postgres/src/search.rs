@@ -1,6 +1,8 @@
-//! The search pushdown: the whole hybrid query in SQL, as two statements in one snapshot:
-//! the BM25 side ([`lexical`], run with a generic plan), then the dense side fused with it
-//! ([`fused`], planned per search).
+//! The search pushdown: the whole hybrid query in SQL, as statements in one snapshot: the
+//! BM25 side ([`lexical`], run with a generic plan), then the dense side fused with it
+//! ([`fused`], planned per search); or, side by side on two connections, the BM25 side and
+//! the dense side ([`dense`], planned per search), then their fusion ([`fused`] reading
+//! both sides' ranks, generic).
 //!
 //! It returns what `hybrid_retrieve` over `build_index` returns on the same data: the same
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
