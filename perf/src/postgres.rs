@@ -307,8 +307,9 @@ async fn trace(
                 .filter_map(|t| t.trim().trim_end_matches(" ms").parse::<f64>().ok())
                 .collect::<Vec<f64>>()
         };
-        // Summed over the statements: the BM25 one's generic plan costs next to nothing,
-        // the dense and fused ones are planned per search.
+        // Summed over the statements, as the one-connection path runs them (EXPLAIN never
+        // runs side by side): the BM25 one's generic plan costs next to nothing, the fused
+        // one is planned per search.
         let planning = times("Planning Time:").iter().sum::<f64>();
         let execution = times("Execution Time:").iter().sum::<f64>();
         println!(

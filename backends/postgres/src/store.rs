@@ -242,7 +242,8 @@ impl PostgresStore {
 
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
     /// statement with its generic plan, then of the fused one, run with the same settings
-    /// as the search), for diagnosing a slow recall.
+    /// as the search), for diagnosing a slow recall. Always on one connection: the dense
+    /// side is the fused statement's, as when no second connection is free.
     pub async fn explain_search(
         &self,
         user: &str,
@@ -257,9 +258,11 @@ impl PostgresStore {
         Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
     }
 
-    /// Runs one search: the BM25 statement, then the fused one, in one read-only snapshot,
-    /// in two round trips (one without query terms). With `explain`, the rows are the
-    /// statements' plans instead (EXPLAIN ANALYZE, the BM25 one's first).
+    /// Runs one search in one read-only snapshot, in two round trips (one without query
+    /// terms): the BM25 statement, then the fused one; with several terms and a spare
+    /// connection, the dense statement on it beside the BM25 one, then the fused one. With
+    /// `explain`, always on one connection, the rows are the statements' plans instead
+    /// (EXPLAIN ANALYZE, the BM25 one's first).
     async fn run_search(
         &self,
         plan: DensePlan,
@@ -391,10 +394,7 @@ impl PostgresStore {
             }
         };
         let built = match &done.dense {
-            Some(dense) => {
-                self.inner.parallel_searches.fetch_add(1, Ordering::Relaxed);
-                fused(search::DenseSide::Ranked(dense), &done.lexical)
-            }
+            Some(dense) => fused(search::DenseSide::Ranked(dense), &done.lexical),
             None => fused(
                 search::DenseSide::Inline {
                     plan,
@@ -427,14 +427,19 @@ impl PostgresStore {
         set.map_err(pg_err)?;
         let found = found.map_err(pg_err)?;
         commit.map_err(pg_err)?;
+        if done.dense.is_some() {
+            self.inner.parallel_searches.fetch_add(1, Ordering::Relaxed);
+        }
         let mut plans = done.plans;
         plans.extend(found);
         Ok((plans, done.path, done.lookups))
     }
 
-    /// A second pooled connection if one is free right now, else `None`. Never waits: a
-    /// search holding one connection while waiting for another could, under load, leave
-    /// every search waiting on every other.
+    /// A second pooled connection if the pool has one to spare right now (idle, or a new
+    /// one while the pool is below its size), else `None`. Never waits for one to come
+    /// free: a search holding one connection while waiting for another could, under load,
+    /// leave every search waiting on every other. A failed connect is no error: the search
+    /// then runs on one connection.
     async fn spare_client(&self) -> Option<deadpool_postgres::Object> {
         let mut timeouts = self.inner.pool.timeouts();
         timeouts.wait = Some(Duration::ZERO);
@@ -528,6 +533,10 @@ impl Sides<'_> {
         // The BM25 statement goes out right behind the export; the dense side waits only
         // for the snapshot's name. join! polls in order, so BEGIN, the export and the
         // BM25 statement are sent in that order.
+        // Err: the export failed (on `client`); Ok(Err): the dense side failed (on
+        // `second`), which may only follow from a failure on `client` (an aborted
+        // exporting transaction's snapshot can no longer be imported), so `client`'s
+        // errors are reported first.
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
             let snapshot: String = get(&row, 1)?;
@@ -545,11 +554,14 @@ impl Sides<'_> {
                 second.query_one(&dense_statement, &dense_params),
                 second.batch_execute("COMMIT"),
             );
-            begin.map_err(pg_err)?;
-            set.map_err(pg_err)?;
-            let found = found.map_err(pg_err)?;
-            commit.map_err(pg_err)?;
-            search::decode_dense(&found)
+            let on_second = || {
+                begin.map_err(pg_err)?;
+                set.map_err(pg_err)?;
+                let found = found.map_err(pg_err)?;
+                commit.map_err(pg_err)?;
+                search::decode_dense(&found)
+            };
+            Ok(on_second())
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
@@ -559,6 +571,7 @@ impl Sides<'_> {
         begin.map_err(pg_err)?;
         let dense_ranked = dense_ranked?;
         let (ranked, path, lookups) = search::decode_lexical(&lexical_found.map_err(pg_err)?)?;
+        let dense_ranked = dense_ranked?;
         Ok(Ranked {
             lexical: ranked,
             path,

@@ -509,7 +509,6 @@ async fn dimension_is_fixed_by_a_check_constraint() {
     assert_eq!(store.count("u").await.unwrap(), 1);
 }
 
-/// Statistics, postings and the change counter stay exact with writers racing on one user.
 /// A search whose dense side runs on a second connection reads the same snapshot on both:
 /// a memory committed in between, nearest to the query of all, is either seen by both
 /// sides or by neither. (Were the dense side's snapshot newer, its best candidate would be
@@ -564,6 +563,7 @@ async fn both_sides_read_one_snapshot_under_concurrent_writes() {
     assert_eq!(store.parallel_searches(), 300);
 }
 
+/// Statistics, postings and the change counter stay exact with writers racing on one user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statistics_stay_exact_under_concurrent_writers() {
     require_db!();
