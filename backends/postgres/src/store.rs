@@ -18,6 +18,7 @@ use cortex_core::{
     MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
 };
 use deadpool_postgres::{GenericClient, Pool};
+use futures_util::FutureExt;
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
@@ -365,6 +366,7 @@ impl PostgresStore {
         // side costs less than the second connection's extra round trip and snapshot
         // export, docs/BENCHMARKS.md) the fused statement searches the dense side itself,
         // after the BM25 side.
+        let open = EndOnDrop::new(&client);
         let second = match !explain && self.inner.config.parallel_search && request.terms.len() > 1
         {
             true => self.spare_client().await,
@@ -390,6 +392,7 @@ impl PostgresStore {
                 // Ends the transaction on this pooled connection whatever failed; the
                 // error to report is the first.
                 let _ = client.batch_execute("ROLLBACK").await;
+                open.ended();
                 return Err(e);
             }
         };
@@ -407,6 +410,7 @@ impl PostgresStore {
             Ok(statement) => statement,
             Err(e) => {
                 let _ = client.batch_execute("ROLLBACK").await;
+                open.ended();
                 return Err(pg_err(e));
             }
         };
@@ -424,6 +428,7 @@ impl PostgresStore {
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );
+        open.ended();
         set.map_err(pg_err)?;
         let found = found.map_err(pg_err)?;
         commit.map_err(pg_err)?;
@@ -444,6 +449,39 @@ impl PostgresStore {
         let mut timeouts = self.inner.pool.timeouts();
         timeouts.wait = Some(Duration::ZERO);
         self.inner.pool.timeout_get(&timeouts).await.ok()
+    }
+}
+
+/// Ends the transaction a search opened on a pooled connection when the search is dropped
+/// before it does (its caller gave up midway, e.g. a cancelled request): a ROLLBACK queued
+/// behind whatever is still in flight, before the connection goes back to the pool, so
+/// that the next caller on it is not inside this read-only snapshot.
+struct EndOnDrop<'a> {
+    client: &'a deadpool_postgres::Object,
+    armed: bool,
+}
+
+impl<'a> EndOnDrop<'a> {
+    fn new(client: &'a deadpool_postgres::Object) -> Self {
+        Self {
+            client,
+            armed: true,
+        }
+    }
+
+    /// The search ended its transaction itself (its COMMIT or ROLLBACK went out).
+    fn ended(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // One poll is enough: tokio-postgres queues a request on its first poll, and
+            // the connection sends it in order whether or not its reply is awaited.
+            let _ = self.client.batch_execute("ROLLBACK").now_or_never();
+        }
     }
 }
 

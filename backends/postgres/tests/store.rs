@@ -6,6 +6,7 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use cortex_core::embedding::normalized;
@@ -561,6 +562,56 @@ async fn both_sides_read_one_snapshot_under_concurrent_writes() {
     let written = writer.await.unwrap();
     assert!(written > 20, "the writer wrote only {written} memories");
     assert_eq!(store.parallel_searches(), 300);
+}
+
+/// A search given up midway (its future dropped while a statement of its read-only
+/// transaction is still running) leaves no transaction behind on the pooled connection:
+/// the next caller on it can write, and reads what is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_dropped_midway_leaves_no_transaction_behind() {
+    require_db!();
+    let schema = TestSchema::new("dropped", true, DenseMode::Exact).await;
+    let store = PostgresStore::connect(PostgresConfig {
+        pool_size: 1,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+    })
+    .await
+    .unwrap();
+    let sig = EmbeddingSignature::new("m", 3);
+    for i in 0..5 {
+        let m = memory("u", &format!("alpha beta note {i}"));
+        store.add(&m, &[1.0, i as f32, 0.0], &sig).await.unwrap();
+    }
+    let request = SearchRequest {
+        query: "alpha beta".into(),
+        terms: query_terms("alpha beta"),
+        embedding: vec![1.0, 0.0, 0.0],
+        top_k: 10,
+    };
+    assert_eq!(store.search("u", &request).await.unwrap().len(), 5);
+    // Another session holds the postings table, so the BM25 statement waits inside the
+    // search's transaction until the search is given up.
+    let (locker, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE \"{}\".postings IN ACCESS EXCLUSIVE MODE",
+            schema.schema
+        ))
+        .await
+        .unwrap();
+    let given_up =
+        tokio::time::timeout(Duration::from_millis(500), store.search("u", &request)).await;
+    assert!(given_up.is_err(), "the search did not wait for the lock");
+    locker.batch_execute("COMMIT").await.unwrap();
+    // The pool's one connection again: a write, then a search that sees it.
+    let m = memory("u", "alpha beta written after");
+    store.add(&m, &[1.0, 9.0, 0.0], &sig).await.unwrap();
+    let found = store.search("u", &request).await.unwrap();
+    assert_eq!(found.len(), 6);
+    assert!(found.iter().any(|f| f.memory.id == m.id));
 }
 
 /// Statistics, postings and the change counter stay exact with writers racing on one user.
