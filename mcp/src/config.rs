@@ -29,6 +29,7 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_EF_SEARCH",
     "CORTEX_PG_PRUNE_BUDGET",
     "CORTEX_PG_LOOKUP_COST",
+    "CORTEX_PG_PARALLEL_SEARCH",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
     "CORTEX_TIER",
