@@ -2,12 +2,19 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use cortex_core::Tier;
 
 use crate::bench::backend::BackendKind;
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::retrieve::Retriever;
+
+/// A benchmark's data format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Longmemeval,
+    Locomo,
+}
 
 /// Cortex: long-term memory for AI agents.
 #[derive(Debug, Parser)]
@@ -19,8 +26,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Runs the LongMemEval benchmark: session-level retrieval recall and nDCG, and
-    /// optionally reader accuracy judged by an LLM.
+    /// Runs a retrieval benchmark: LongMemEval (session-level recall and nDCG, and
+    /// optionally reader accuracy judged by an LLM) or LoCoMo (recall of evidence turns
+    /// and sessions).
     Bench(BenchArgs),
 }
 
@@ -28,9 +36,18 @@ pub enum Command {
 /// CORTEX_LLM_PROVIDER, keys; see docs/PROVIDERS.md).
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// A LongMemEval JSON file (the official format: an array of questions).
-    #[arg(long, value_name = "FILE")]
+    /// The dataset: a LongMemEval JSON file (an array of questions), or with `--format
+    /// locomo` LoCoMo's `locomo10.json`, one of its per-conversation files, or a directory
+    /// of them.
+    #[arg(long, value_name = "PATH")]
     pub data: PathBuf,
+
+    /// The dataset's format. LoCoMo writes one memory per turn (`speaker: text`, with a
+    /// shared image's caption) and one user per conversation, and scores each question
+    /// by its evidence turns; `--granularity`, `--roles`, `--labels` and `--qa` are
+    /// LongMemEval's.
+    #[arg(long, value_enum, default_value_t = Format::Longmemeval)]
+    pub format: Format,
 
     /// One memory per turn, or per session (long sessions split into chunks).
     #[arg(long, value_enum, default_value_t = Granularity::Turn)]
@@ -51,11 +68,12 @@ pub struct BenchArgs {
     pub backend: BackendKind,
 
     /// Memories retrieved per question, 10 to 1000. Default: the tier's top_k (at least
-    /// 10), times 5 at turn granularity so the ranking spans 10 sessions.
+    /// 10), times 5 at LongMemEval's turn granularity so the ranking spans 10 sessions;
+    /// LoCoMo recalls the tier's top_k (the limit an agent asks for).
     #[arg(long, value_name = "N")]
     pub top_k: Option<usize>,
 
-    /// Only the first N questions.
+    /// Only the first N questions (LoCoMo: in file order, over the conversations).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
 

@@ -9,12 +9,17 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::bench::backend::Backend;
 use crate::bench::ingest::{CorpusOptions, Granularity};
+use crate::bench::locomo::report::{
+    LOCOMO_REPORT_FORMAT, LocomoConfig, LocomoCounts, LocomoReport, markdown as locomo_markdown,
+    summarize as locomo_summarize,
+};
+use crate::bench::locomo::{self, LocomoOptions, MEMORY_TEMPLATE};
 use crate::bench::providers::{QaModelChoice, RunProviders, default_cache_path};
 use crate::bench::qa::QaSettings;
 use crate::bench::report::{BenchReport, QaSetup, REPORT_FORMAT, RunConfig, markdown, summarize};
 use crate::bench::retrieve::Retriever;
 use crate::bench::{RunModels, RunOptions, dataset, metrics, run};
-use crate::cli::{BenchArgs, Cli, Command};
+use crate::cli::{BenchArgs, Cli, Command, Format};
 use crate::error::BenchError;
 
 /// Fewest memories a retriever must return for the metrics' largest k.
@@ -23,9 +28,13 @@ const MIN_DEPTH: usize = 10;
 pub async fn execute(cli: Cli) -> Result<(), BenchError> {
     match cli.command {
         Command::Bench(args) => {
-            let report = bench(&args, &|name| std::env::var(name).ok()).await?;
+            let env = |name: &str| std::env::var(name).ok();
+            let text = match args.format {
+                Format::Longmemeval => markdown(&bench(&args, &env).await?),
+                Format::Locomo => locomo_markdown(&bench_locomo(&args, &env).await?),
+            };
             if !args.quiet {
-                print!("{}", markdown(&report));
+                print!("{text}");
             }
             Ok(())
         }
@@ -169,6 +178,109 @@ pub async fn bench(
     }
     if let Some(path) = &args.markdown {
         write(path, &markdown(&report))?;
+    }
+    Ok(report)
+}
+
+/// Runs `cortex bench --format locomo` with `env` as the environment and writes `--out`
+/// and `--markdown`.
+pub async fn bench_locomo(
+    args: &BenchArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<LocomoReport, BenchError> {
+    let started = Instant::now();
+    if args.qa {
+        return Err(BenchError::option(
+            "--qa",
+            "answering is scored on LongMemEval only; LoCoMo runs score retrieval",
+        ));
+    }
+    if args.limit == Some(0) {
+        return Err(BenchError::option("--limit", "must be at least 1"));
+    }
+    let tier: Tier = args.tier;
+    let depth = args.top_k.unwrap_or(tier.profile().top_k.max(MIN_DEPTH));
+    if !(MIN_DEPTH..=cortex_core::MAX_LIMIT).contains(&depth) {
+        return Err(BenchError::option(
+            "--top-k",
+            format!(
+                "must be between {MIN_DEPTH} (the largest k scored) and {}; got {depth}",
+                cortex_core::MAX_LIMIT
+            ),
+        ));
+    }
+    let samples = locomo::dataset::load(&args.data)?;
+    let cache = match (&args.cache, args.no_cache) {
+        (_, true) => None,
+        (Some(path), false) => Some(path.clone()),
+        (None, false) => Some(default_cache_path()),
+    };
+    let providers = RunProviders::from_env(env, cache.as_deref(), tier, None)?;
+    let options = LocomoOptions {
+        depth,
+        retrievers: dedup(&args.retriever),
+        engine: EngineConfig::default().with_tier(tier),
+        limit: args.limit,
+    };
+    let signature = providers.embedder.embedding_signature();
+    let models = RunModels {
+        embedder: providers.embedder.clone(),
+        warm: providers.cached,
+        qa: None,
+    };
+    let backend = Backend::open(args.backend).await?;
+    let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
+    let questions = args.limit.map_or(questions, |l| l.min(questions));
+    tracing::info!(
+        conversations = samples.len(),
+        questions,
+        embedder = %signature,
+        backend = ?args.backend,
+        depth,
+        "running LoCoMo"
+    );
+    let bar = progress_bar(questions as u64);
+    let output = locomo::run(&samples, &options, &models, &backend, &mut || bar.inc(1)).await;
+    bar.finish_and_clear();
+    let output = output?;
+    let scored = output
+        .results
+        .iter()
+        .filter(|r| !r.retrieval.is_empty())
+        .count();
+    let report = LocomoReport {
+        format: LOCOMO_REPORT_FORMAT,
+        created_at: chrono::Utc::now().to_rfc3339(),
+        config: LocomoConfig {
+            dataset: args.data.display().to_string(),
+            backend: args.backend,
+            depth,
+            retrievers: options.retrievers.clone(),
+            embedding_model: signature.model,
+            embedding_dimension: signature.dimension,
+            tier: tier.as_str().to_owned(),
+            limit: args.limit,
+            memory_template: MEMORY_TEMPLATE,
+        },
+        counts: LocomoCounts {
+            conversations: output.conversations,
+            memories: output.memories,
+            questions: output.results.len(),
+            scored,
+            without_evidence: output.results.len() - scored,
+            unresolved_evidence: output.unresolved_evidence,
+        },
+        retrieval: locomo_summarize(&options.retrievers, &output.results),
+        usage: output.usage,
+        cache: providers.cache_stats(),
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+        questions: output.results,
+    };
+    if let Some(path) = &args.out {
+        write(path, &serde_json::to_string_pretty(&report)?)?;
+    }
+    if let Some(path) = &args.markdown {
+        write(path, &locomo_markdown(&report))?;
     }
     Ok(report)
 }

@@ -428,3 +428,240 @@ fn assistant_turns_and_session_labels_give_every_question_gold() {
         .unwrap();
     assert_eq!(assistant["gold"], serde_json::json!(["answer_lisbon_03"]));
 }
+
+fn locomo_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/locomo_mini.json")
+}
+
+const LOCOMO_METRICS: [&str; 8] = [
+    "turn_any@1",
+    "turn_any@5",
+    "turn_any@10",
+    "turn_all@5",
+    "session_any@1",
+    "session_any@5",
+    "session_any@10",
+    "session_all@5",
+];
+
+/// Runs `cortex bench --format locomo` over the fixture and returns the JSON report.
+fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("locomo.json");
+    let md = dir.path().join("locomo.md");
+    let mut args = vec![
+        "bench",
+        "--format",
+        "locomo",
+        "--data",
+        locomo_fixture().to_str().unwrap(),
+        "--retriever",
+        "hybrid,dense,bm25",
+        "--out",
+        out.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let output = cortex(dir.path(), env, &args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let markdown = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        markdown.contains("| retriever | n | turn_any@1 |") && markdown.contains("By category"),
+        "{markdown}"
+    );
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+/// One question's metrics for a retriever.
+fn locomo_question<'a>(report: &'a Value, sample: &str, index: u64) -> &'a Value {
+    report["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["sample_id"] == sample && q["index"] == index)
+        .unwrap_or_else(|| panic!("no question {sample}#{index}"))
+}
+
+#[test]
+fn locomo_fixture_scores_evidence_turns_and_sessions() {
+    for backend in ["memory", "sqlite"] {
+        let report = run_locomo(FAKE, &["--backend", backend, "--no-cache"]);
+        assert_eq!(report["format"], "cortex-bench-locomo/1");
+        assert_eq!(report["config"]["backend"], backend);
+        assert_eq!(report["config"]["depth"], 10, "the tier's recall limit");
+        let counts = &report["counts"];
+        assert_eq!(counts["conversations"], 2);
+        // The empty turn D3:4 is not written.
+        assert_eq!(counts["memories"], 19, "{counts}");
+        assert_eq!(counts["questions"], 9);
+        // "D9:9" names no turn; the typos "D2:4; D2:5", "D:1:2" and "D02:2" resolve.
+        assert_eq!(counts["scored"], 8, "{counts}");
+        assert_eq!(counts["without_evidence"], 1);
+        assert_eq!(counts["unresolved_evidence"], 1);
+        assert_eq!(
+            locomo_question(&report, "mini-1", 3)["evidence"],
+            serde_json::json!(["D2:4", "D2:5"])
+        );
+        assert_eq!(
+            locomo_question(&report, "mini-2", 1)["evidence"],
+            serde_json::json!(["D1:3", "D2:2"])
+        );
+        for retriever in ["hybrid", "dense", "bm25"] {
+            let summary = &report["retrieval"][retriever];
+            assert_eq!(summary["overall"]["questions"], 8, "{backend}/{retriever}");
+            for name in LOCOMO_METRICS {
+                let v = summary["overall"]["metrics"][name].as_f64().unwrap();
+                assert!((0.0..=1.0).contains(&v), "{retriever} {name} = {v}");
+            }
+            let categories: Vec<&String> =
+                summary["by_category"].as_object().unwrap().keys().collect();
+            assert_eq!(
+                categories,
+                [
+                    "1 multi-hop",
+                    "2 temporal",
+                    "3 open-domain",
+                    "4 single-hop",
+                    "5 adversarial"
+                ]
+            );
+        }
+        // BM25 finds the one turn that says "cello" first, whatever the embedder.
+        let cello = &locomo_question(&report, "mini-1", 1)["retrieval"]["bm25"];
+        assert_eq!(cello["ranked"][0], "D2:2", "{cello}");
+        assert_eq!(cello["metrics"]["turn_any@1"], 1.0);
+        assert_eq!(cello["metrics"]["session_any@1"], 1.0);
+        // The unscorable question is listed but not ranked.
+        let film = locomo_question(&report, "mini-1", 5);
+        assert!(film["retrieval"].as_object().unwrap().is_empty());
+        // Each conversation's rankings hold only its own turns.
+        let dee = &locomo_question(&report, "mini-2", 0)["retrieval"]["dense"]["ranked"];
+        assert_eq!(dee.as_array().unwrap().len(), 6, "mini-2 has six turns");
+    }
+}
+
+#[test]
+fn locomo_limit_stops_after_n_questions() {
+    let report = run_locomo(FAKE, &["--limit", "7", "--no-cache"]);
+    assert_eq!(report["counts"]["questions"], 7);
+    assert_eq!(report["counts"]["conversations"], 2);
+    assert_eq!(report["counts"]["scored"], 6);
+    let report = run_locomo(FAKE, &["--limit", "2", "--no-cache"]);
+    assert_eq!(report["counts"]["conversations"], 1);
+}
+
+#[test]
+fn locomo_refuses_qa_and_bad_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = locomo_fixture();
+    let qa = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--format",
+            "locomo",
+            "--data",
+            fixture.to_str().unwrap(),
+            "--qa",
+        ],
+    );
+    assert!(!qa.status.success());
+    assert!(String::from_utf8_lossy(&qa.stderr).contains("--qa"));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"[{"sample_id": "s7", "conversation": {"speaker_a": "A"}, "qa": []}]"#,
+    )
+    .unwrap();
+    let out = cortex(
+        dir.path(),
+        FAKE,
+        &[
+            "bench",
+            "--format",
+            "locomo",
+            "--data",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("s7") && stderr.contains("session"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
+    let Some(url) = std::env::var_os("CORTEX_TEST_DATABASE_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
+        );
+        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let pg = run_locomo(
+        &[
+            ("CORTEX_EMBED_PROVIDER", "fake"),
+            ("CORTEX_DATABASE_URL", url.to_str().unwrap()),
+            ("CORTEX_PG_SCHEMA", "cortex_bench_test"),
+        ],
+        &["--backend", "postgres", "--no-cache"],
+    );
+    let memory = run_locomo(FAKE, &["--no-cache"]);
+    for retriever in ["hybrid", "dense", "bm25"] {
+        assert_eq!(
+            pg["retrieval"][retriever], memory["retrieval"][retriever],
+            "{retriever}"
+        );
+    }
+    let ranked = |r: &Value| -> Vec<Value> {
+        r["questions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["retrieval"].clone())
+            .collect()
+    };
+    assert_eq!(
+        ranked(&pg),
+        ranked(&memory),
+        "identical rankings, question by question"
+    );
+}
+
+#[test]
+fn locomo_with_the_local_model() {
+    let Some(model) = local_model() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
+        );
+        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
+        return;
+    };
+    let report = run_locomo(
+        &[
+            ("CORTEX_EMBED_PROVIDER", "local"),
+            ("CORTEX_EMBED_MODEL_PATH", model.to_str().unwrap()),
+        ],
+        &["--cache", "cache.db"],
+    );
+    assert_eq!(report["config"]["embedding_dimension"], 384);
+    // A semantic model finds an evidence session in the top 5 for nearly every question
+    // of this small, distinct fixture.
+    for retriever in ["hybrid", "dense"] {
+        let at5 = report["retrieval"][retriever]["overall"]["metrics"]["session_any@5"]
+            .as_f64()
+            .unwrap();
+        assert!(at5 >= 0.85, "{retriever} session_any@5 = {at5}");
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
-use cortex_core::tokenizer::tokenize;
+use cortex_core::tokenizer::words;
 use cortex_core::{
     EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
 };
@@ -79,7 +79,7 @@ impl FakeProvider {
     /// The vector for one text: each token adds ±1 at a hashed position.
     pub fn vector(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0.0f32; self.dimension];
-        for token in tokenize(text) {
+        for token in words(text) {
             self.add_feature(&mut v, &token);
         }
         if v.iter().all(|x| *x == 0.0) {
@@ -134,7 +134,7 @@ impl LLMProvider for FakeProvider {
         }
         self.embedded_texts
             .fetch_add(texts.len() as u64, Ordering::SeqCst);
-        let input_tokens = texts.iter().map(|t| tokenize(t).len() as u64).sum();
+        let input_tokens = texts.iter().map(|t| words(t).len() as u64).sum();
         Ok(EmbedResult {
             vectors: texts.iter().map(|t| self.vector(t)).collect(),
             usage: TokenUsage {
@@ -160,8 +160,8 @@ impl LLMProvider for FakeProvider {
         let text = next?;
         Ok(GenResult {
             usage: TokenUsage {
-                input_tokens: tokenize(prompt).len() as u64,
-                output_tokens: tokenize(&text).len() as u64,
+                input_tokens: words(prompt).len() as u64,
+                output_tokens: words(&text).len() as u64,
             },
             text,
         })

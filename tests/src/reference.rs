@@ -8,7 +8,7 @@ use cortex_core::tokenizer::tokenize;
 
 const K1: f64 = 1.5;
 const B: f64 = 0.75;
-const RRF_K: f64 = 60.0;
+const RRF_K: f64 = 3.0;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a

@@ -21,6 +21,7 @@ mod enrichment;
 mod lexical_paths;
 mod pool;
 mod postings;
+mod reanalyze;
 mod schema;
 mod search;
 mod sql;

@@ -418,6 +418,8 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
     )
     .await
     .map_err(pg_err)?;
+    // Postings written by another analyser are re-derived before anyone searches them.
+    crate::reanalyze::reanalyze(&tx, names).await?;
     tx.commit().await.map_err(pg_err)?;
     Ok(info)
 }

@@ -52,7 +52,9 @@ impl Rng {
     }
 }
 
-const VOCABULARY: &str = "the a to of and in is for on with at by from my our team project \
+// The head of the Zipf draw is content words, not function words: the analyser drops
+// those, and the pruned paths need terms common enough to prune.
+const VOCABULARY: &str = "work note idea task time day list mail chat food news shop game park walk team project \
     deploy release build test server database api user customer meeting call email report \
     budget plan review design code bug fix issue ticket sprint week month year monday friday \
     morning evening night today tomorrow yesterday alice bob carol dana erik fatima gina \

@@ -179,8 +179,9 @@ async fn pruned_search_equals_full_scoring() {
     let sig = EmbeddingSignature::new("m", 4);
     let mut rng = Rng(9);
     for i in 0..240 {
-        // "the" everywhere; "zebra" in every sixth memory, more often in shorter ones.
-        let mut text = format!("the note {i} the {}", "filler ".repeat(i % 9));
+        // "ox" everywhere (a common word: the analyser drops "the", which stood here);
+        // "zebra" in every sixth memory, more often in shorter ones.
+        let mut text = format!("ox note {i} ox {}", "filler ".repeat(i % 9));
         if i % 6 == 0 {
             text.push_str(&" zebra".repeat(1 + i % 4));
         }
@@ -204,14 +205,14 @@ async fn pruned_search_equals_full_scoring() {
     let (pruning, full, scanning) = (at(100, 0).await, at(0, 0).await, at(100, u64::MAX).await);
     let index = store.build_index("u", 4).await.unwrap().index;
     for (query, top_k) in [
-        ("the zebra", 3),
-        ("zebra the note", 5),
-        ("the", 2),
-        ("the yak zebra", 10),
-        // One term past the budget, read in impact order: every memory holds "the" and
+        ("ox zebra", 3),
+        ("zebra ox note", 5),
+        ("ox", 2),
+        ("ox yak zebra", 10),
+        // One term past the budget, read in impact order: every memory holds "ox" and
         // "note" with one tf, nine lengths tie 27 memories each, so the pool's floor
         // falls inside a run of ties.
-        ("the", 10),
+        ("ox", 10),
         ("note", 7),
     ] {
         let request = SearchRequest {
@@ -238,7 +239,7 @@ async fn pruned_search_equals_full_scoring() {
             "{query}"
         );
     }
-    // The queries of "zebra" and "the" (and "note") rarest-first, the one with "yak" past
+    // The queries of "zebra" and "ox" (and "note") rarest-first, the one with "yak" past
     // the budget but essential; the one-term queries read in impact order.
     assert_eq!(
         pruning.lexical_paths(),
@@ -334,7 +335,7 @@ async fn rarest_first_looks_up_in_stages() {
 }
 
 /// A term's score bound is its best posting's score, not its largest tf in its shortest
-/// memory: "the" reaches tf 9 only in a 60-word memory, so bounded by tf 9 at 2 words
+/// memory: "ox" reaches tf 9 only in a 60-word memory, so bounded by tf 9 at 2 words
 /// (2.83 here) it would outweigh "zebra"'s pool-th score (1.78) and the search would
 /// scan every posting; bounded by its best posting (1.63) "zebra" carries the pool.
 #[tokio::test]
@@ -344,8 +345,8 @@ async fn term_bounds_come_from_the_best_posting() {
     let store = schema.store().await;
     let sig = EmbeddingSignature::new("m", 4);
     let mut texts: Vec<String> = (0..20).map(|i| format!("f{i} g{i} h{i}")).collect();
-    texts.extend((0..10).map(|i| format!("the a{i}")));
-    texts.push(format!("{}{}", "the ".repeat(9), "pad ".repeat(51)));
+    texts.extend((0..10).map(|i| format!("ox a{i}")));
+    texts.push(format!("{}{}", "ox ".repeat(9), "pad ".repeat(51)));
     texts.extend((0..8).map(|i| format!("zebra z{i} y{i}")));
     let mut rng = Rng(3);
     for text in &texts {
@@ -361,8 +362,8 @@ async fn term_bounds_come_from_the_best_posting() {
     .unwrap();
     let index = store.build_index("u", 4).await.unwrap().index;
     let request = SearchRequest {
-        query: "the zebra".into(),
-        terms: query_terms("the zebra"),
+        query: "ox zebra".into(),
+        terms: query_terms("ox zebra"),
         embedding: vec![0.3, 0.2, 0.1, 1.0],
         top_k: 1,
     };
@@ -855,7 +856,7 @@ async fn searches_plan_each_statement_as_designed() {
     let store = schema.store().await;
     let sig = EmbeddingSignature::new("m", 3);
     for i in 0..30 {
-        let text = format!("note {i} about the {}", ["deploy", "lunch", "api"][i % 3]);
+        let text = format!("note {i} about ox {}", ["deploy", "lunch", "api"][i % 3]);
         let v = [1.0, i as f32, 0.5];
         store.add(&memory("u", &text), &v, &sig).await.unwrap();
     }
@@ -875,8 +876,8 @@ async fn searches_plan_each_statement_as_designed() {
                 .await
                 .unwrap();
                 let request = SearchRequest {
-                    query: "the deploy".into(),
-                    terms: query_terms("the deploy"),
+                    query: "ox deploy".into(),
+                    terms: query_terms("ox deploy"),
                     embedding: vec![1.0, 2.0, 0.5],
                     top_k: 3,
                 };
@@ -1140,4 +1141,97 @@ async fn ssl_of(client: &deadpool_postgres::Object) -> bool {
         .await
         .unwrap()
         .get(0)
+}
+
+/// A store whose postings another analyser wrote (here: every word kept, unstemmed, and
+/// wrong lengths) has its BM25 side re-derived on open, with content and vectors
+/// untouched: the pushdown then returns what it returned before, and the statistics are
+/// exact again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postings_of_another_analyser_are_rederived_on_open() {
+    require_db!();
+    let schema = TestSchema::new("reanalyze", true, DenseMode::Exact).await;
+    let store = schema.store().await;
+    let sig = EmbeddingSignature::new("m", 3);
+    let texts = [
+        "we deployed the api on friday",
+        "the api gateway was timing out",
+        "deploying on fridays is frozen",
+        "lunch with alice on friday",
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        store
+            .add(&memory("u", text), &[1.0, i as f32, 0.5], &sig)
+            .await
+            .unwrap();
+    }
+    let request = SearchRequest {
+        query: "the fridays deploy".into(),
+        terms: query_terms("the fridays deploy"),
+        embedding: vec![1.0, 1.0, 0.5],
+        top_k: 4,
+    };
+    let before = store.search("u", &request).await.unwrap();
+    let s = &schema.schema;
+    let client = store.pool().get().await.unwrap();
+    let snapshot = format!(
+        "SELECT string_agg(term || ':' || seq || ':' || tf || ':' || doc_len, ',' ORDER BY term, seq)
+         FROM \"{s}\".postings"
+    );
+    let postings: String = client.query_one(&snapshot, &[]).await.unwrap().get(0);
+    assert!(
+        !postings.contains("the:"),
+        "function words are not indexed: {postings}"
+    );
+    let total: i64 = client
+        .query_one(&format!("SELECT total_len FROM \"{s}\".users"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Postings as the plain split wrote them, and an older analyser recorded.
+    client
+        .batch_execute(&format!(
+            "TRUNCATE \"{s}\".postings, \"{s}\".terms;
+             INSERT INTO \"{s}\".postings (user_id, term, seq, tf, doc_len)
+             SELECT user_id, w, seq, 1, 99 FROM \"{s}\".memories,
+                    unnest(string_to_array(content, ' ')) AS w GROUP BY 1, 2, 3;
+             UPDATE \"{s}\".memories SET doc_len = 99;
+             UPDATE \"{s}\".users SET total_len = 12345;
+             UPDATE \"{s}\".meta SET value = 'plain/0' WHERE key = 'analyzer';"
+        ))
+        .await
+        .unwrap();
+    assert_ne!(store.search("u", &request).await.unwrap(), before);
+    drop(client);
+    drop(store);
+
+    let store = schema.store().await;
+    let client = store.pool().get().await.unwrap();
+    assert_eq!(store.search("u", &request).await.unwrap(), before);
+    let rederived: String = client.query_one(&snapshot, &[]).await.unwrap().get(0);
+    assert_eq!(rederived, postings);
+    let again: i64 = client
+        .query_one(&format!("SELECT total_len FROM \"{s}\".users"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, total);
+    let df: i64 = client
+        .query_one(
+            &format!("SELECT df FROM \"{s}\".terms WHERE user_id = 'u' AND term = 'friday'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(df, 3, "friday, fridays and friday");
+    let analyzer: String = client
+        .query_one(
+            &format!("SELECT value FROM \"{s}\".meta WHERE key = 'analyzer'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(analyzer, cortex_core::tokenizer::ANALYZER);
 }

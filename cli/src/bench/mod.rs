@@ -1,4 +1,5 @@
-//! `cortex bench`: the LongMemEval harness. Each question's haystack goes into a fresh
+//! `cortex bench`: the LongMemEval harness (LoCoMo's is in [`locomo`]). Each question's
+//! haystack goes into a fresh
 //! store through the engine, each retriever ranks it for the question, and the rankings
 //! are scored at session level as the official evaluation scores them; optionally the
 //! Chain-of-Note reader answers and an LLM judge grades.
@@ -6,6 +7,7 @@
 pub mod backend;
 pub mod dataset;
 pub mod ingest;
+pub mod locomo;
 pub mod metrics;
 pub mod providers;
 pub mod qa;
@@ -178,15 +180,7 @@ async fn run_question(
         ranker.query_tokens,
     );
     drop(ranker);
-    for (name, spent) in engine.usage() {
-        let total = usage.entry(name).or_default();
-        total.embed_calls += spent.embed_calls;
-        total.generate_calls += spent.generate_calls;
-        total.rerank_calls += spent.rerank_calls;
-        total.failed_calls += spent.failed_calls;
-        total.input_tokens += spent.input_tokens;
-        total.output_tokens += spent.output_tokens;
-    }
+    merge_engine_usage(usage, &engine);
     drop(engine);
     slot.finish();
     Ok(result)
@@ -202,12 +196,36 @@ fn score(ranking: &[usize], keys: &[&str], corpus: &Corpus) -> QuestionRetrieval
     let available = keys.iter().collect::<HashSet<_>>().len();
     QuestionRetrieval {
         top_sessions: top.iter().map(|s| (*s).to_owned()).collect(),
+        ranked: ranking.to_vec(),
+        ranked_keys: ranking
+            .iter()
+            .filter_map(|&i| keys.get(i).map(|k| (*k).to_owned()))
+            .collect(),
         metrics: MetricMap::from_scores(&at),
         depth_short: top.len() < TOP_SESSIONS.min(available) && ranking.len() < keys.len(),
     }
 }
 
-fn record(usage: &mut Usage, provider: &str, embeds: u64, generates: u64, tokens: TokenUsage) {
+/// Adds what the engine's providers spent to `usage`.
+pub(crate) fn merge_engine_usage(usage: &mut Usage, engine: &CortexMemory) {
+    for (name, spent) in engine.usage() {
+        let total = usage.entry(name).or_default();
+        total.embed_calls += spent.embed_calls;
+        total.generate_calls += spent.generate_calls;
+        total.rerank_calls += spent.rerank_calls;
+        total.failed_calls += spent.failed_calls;
+        total.input_tokens += spent.input_tokens;
+        total.output_tokens += spent.output_tokens;
+    }
+}
+
+pub(crate) fn record(
+    usage: &mut Usage,
+    provider: &str,
+    embeds: u64,
+    generates: u64,
+    tokens: TokenUsage,
+) {
     if embeds == 0 && generates == 0 {
         return;
     }

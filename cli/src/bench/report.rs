@@ -77,6 +77,10 @@ impl Serialize for MetricMap {
 pub struct QuestionRetrieval {
     /// The first ten distinct session keys ranked.
     pub top_sessions: Vec<String>,
+    /// The memories ranked, as positions among the question's memories, best first, and
+    /// the session key each is scored under (for offline ablations).
+    pub ranked: Vec<usize>,
+    pub ranked_keys: Vec<String>,
     pub metrics: MetricMap,
     /// The ranking ended before ten distinct sessions although the haystack had more:
     /// a deeper `--top-k` would have been scored differently.

@@ -43,13 +43,13 @@ pub(crate) struct LexicalIndex {
 impl LexicalIndex {
     pub(crate) fn push(&mut self, text: &str) {
         let row = self.doc_len.len() as u32;
-        // Count on borrowed slices of one lowercased copy; only a term new to the index
-        // allocates its own string.
+        // Count on one lowercased copy; terms borrow from it unless stemming changed
+        // them, and only a term new to the index allocates its own string.
         let lowered = text.to_lowercase();
         let (counts, len) = crate::tokenizer::counted_terms(&lowered);
         let mut terms: Vec<(u32, u32)> = Vec::with_capacity(counts.len());
         for (term, tf) in counts {
-            let id = self.intern(term);
+            let id = self.intern(&term);
             self.postings[id as usize].push(Posting { row, tf });
             terms.push((id, tf));
         }
@@ -160,7 +160,7 @@ mod tests {
         for d in [docs[0], docs[3], docs[2]] {
             fresh.push(d);
         }
-        let q = vec!["apple".to_owned(), "banana".to_owned()];
+        let q = crate::tokenizer::query_terms("apple banana");
         let mut a = inc.scores(&q);
         let mut b = fresh.scores(&q);
         a.sort_by_key(|x| x.0);

@@ -1,0 +1,133 @@
+//! Re-deriving the BM25 side when the core's analyser changes.
+//!
+//! The postings, the per-term statistics, each memory's `doc_len` and each user's
+//! `total_len` are all derived from the content by the core's analyser
+//! ([`cortex_core::tokenizer::ANALYZER`]). The store records which analyser wrote them in
+//! `meta.analyzer`; on open, under the migration's lock and inside its transaction, a
+//! store written by another analyser (or before one was recorded) has them rebuilt from
+//! every memory's content. Content, vectors and every other record are untouched, and a
+//! crash midway rolls the whole rebuild back, to be redone at the next open.
+
+use cortex_core::StoreError;
+use cortex_core::tokenizer::ANALYZER;
+use tokio_postgres::Transaction;
+
+use crate::pg_err;
+use crate::postings::DocTerms;
+use crate::schema::Names;
+
+/// Memories re-analysed per round trip.
+const BATCH: i64 = 2_000;
+
+/// Rebuilds the derived BM25 data unless the store's analyser is this build's; returns
+/// how many memories were re-analysed.
+pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64, StoreError> {
+    let meta = names.q("meta");
+    let recorded: Option<String> = tx
+        .query_opt(
+            &format!("SELECT value FROM {meta} WHERE key = 'analyzer'"),
+            &[],
+        )
+        .await
+        .map_err(pg_err)?
+        .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(pg_err)?;
+    if recorded.as_deref() == Some(ANALYZER) {
+        return Ok(0);
+    }
+    let (memories, postings, terms, users) = (
+        names.q("memories"),
+        names.q("postings"),
+        names.q("terms"),
+        names.q("users"),
+    );
+    // TRUNCATE fires no row or statement DELETE trigger, so `terms` is emptied with it
+    // and then rebuilt by the insert trigger, batch by batch.
+    tx.batch_execute(&format!("TRUNCATE {postings}, {terms}"))
+        .await
+        .map_err(pg_err)?;
+    let select = format!(
+        "SELECT seq, user_id, content, superseded FROM {memories}
+         WHERE seq > $1 ORDER BY seq LIMIT $2"
+    );
+    let set_len = format!(
+        "UPDATE {memories} m SET doc_len = v.len
+         FROM unnest($1::int8[], $2::int4[]) AS v(seq, len) WHERE m.seq = v.seq"
+    );
+    let insert = format!(
+        "INSERT INTO {postings} (user_id, term, seq, tf, doc_len)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int4[], $5::int4[])"
+    );
+    let mut after = 0i64;
+    let mut done = 0u64;
+    loop {
+        let rows = tx.query(&select, &[&after, &BATCH]).await.map_err(pg_err)?;
+        if rows.is_empty() {
+            break;
+        }
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut lens = Vec::with_capacity(rows.len());
+        let (mut p_users, mut p_terms, mut p_seqs, mut p_tfs, mut p_lens) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for row in &rows {
+            let seq: i64 = row.try_get(0).map_err(pg_err)?;
+            let user: String = row.try_get(1).map_err(pg_err)?;
+            let content: String = row.try_get(2).map_err(pg_err)?;
+            let superseded: bool = row.try_get(3).map_err(pg_err)?;
+            let doc = DocTerms::of(&content)?;
+            seqs.push(seq);
+            lens.push(doc.len);
+            // Only live memories have postings; a restore re-derives a superseded one's.
+            if !superseded {
+                for (term, tf) in doc.terms.into_iter().zip(doc.tfs) {
+                    p_users.push(user.clone());
+                    p_terms.push(term);
+                    p_seqs.push(seq);
+                    p_tfs.push(tf);
+                    p_lens.push(doc.len);
+                }
+            }
+            after = seq;
+        }
+        tx.execute(&set_len, &[&seqs, &lens])
+            .await
+            .map_err(pg_err)?;
+        if !p_terms.is_empty() {
+            tx.execute(&insert, &[&p_users, &p_terms, &p_seqs, &p_tfs, &p_lens])
+                .await
+                .map_err(pg_err)?;
+        }
+        done += rows.len() as u64;
+    }
+    // Each user's total length from the new lengths; the generation moves so that any
+    // cache keyed on it is rebuilt.
+    tx.execute(
+        &format!(
+            "UPDATE {users} u SET generation = u.generation + 1,
+                 total_len = COALESCE((SELECT sum(m.doc_len) FROM {memories} m
+                                       WHERE m.user_id = u.user_id AND NOT m.superseded), 0)"
+        ),
+        &[],
+    )
+    .await
+    .map_err(pg_err)?;
+    tx.execute(
+        &format!(
+            "INSERT INTO {meta} (key, value) VALUES ('analyzer', $1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        ),
+        &[&ANALYZER],
+    )
+    .await
+    .map_err(pg_err)?;
+    if done > 0 {
+        tracing::info!(
+            memories = done,
+            from = recorded.as_deref().unwrap_or("(unrecorded)"),
+            to = ANALYZER,
+            "re-derived the BM25 postings for a new analyser"
+        );
+    }
+    Ok(done)
+}
