@@ -119,10 +119,17 @@ fn run_and_check(backend: &str, granularity: &str) -> Value {
             continue;
         }
         assert_eq!(retrieval.len(), 3, "{context}: {q}");
-        for r in retrieval.values() {
+        for (name, r) in retrieval {
             assert_metrics_in_range(&r["metrics"], &context);
             let top = r["top_sessions"].as_array().unwrap();
-            assert!(!top.is_empty() && top.len() <= 10);
+            // BM25 ranks only memories sharing an analysed query term, which a haystack
+            // may not hold; the other two always rank something.
+            assert!(name == "bm25" || !top.is_empty(), "{context}: {name} {q}");
+            assert!(top.len() <= 10);
+            assert_eq!(
+                r["ranked"].as_array().unwrap().len(),
+                r["ranked_keys"].as_array().unwrap().len()
+            );
         }
         assert!(q["memories"].as_u64().unwrap() > 0);
     }
@@ -449,12 +456,13 @@ fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("locomo.json");
     let md = dir.path().join("locomo.md");
+    let fixture = locomo_fixture();
     let mut args = vec![
         "bench",
         "--format",
         "locomo",
         "--data",
-        locomo_fixture().to_str().unwrap(),
+        fixture.to_str().unwrap(),
         "--retriever",
         "hybrid,dense,bm25",
         "--out",
