@@ -6,13 +6,16 @@
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
 //!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS]]
+//!     [--local-model DIR [--local-count 10000] [--local-queries 200]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time). With
 //! `--postgres`, the Postgres pushdown is measured too, in schemas `cortex_bench_<N>`
-//! of that database (dropped afterwards unless `--pg-keep`).
+//! of that database (dropped afterwards unless `--pg-keep`). With `--local-model`, the
+//! default no-key configuration (SQLite and the in-process model) is timed per call.
 
 mod corpus;
+mod local;
 mod peer;
 mod postgres;
 mod stats;
@@ -53,6 +56,16 @@ struct Options {
     /// Embedding dimensions for the SQLite path.
     #[arg(long, value_delimiter = ',')]
     dims: Option<Vec<usize>>,
+    /// Time memorize and recall through the engine on SQLite with the in-process model in
+    /// this directory (all-MiniLM-L6-v2 from scripts/fetch-test-model.sh).
+    #[arg(long)]
+    local_model: Option<std::path::PathBuf>,
+    /// Memories written before the recalls are timed (default 10,000; --quick 200).
+    #[arg(long)]
+    local_count: Option<usize>,
+    /// Recalls timed (default 200; --quick 20).
+    #[arg(long)]
+    local_queries: Option<usize>,
     /// Measure the Postgres pushdown too, in schemas `cortex_bench_<N>` of this database.
     #[arg(long)]
     postgres: Option<String>,
@@ -127,6 +140,32 @@ async fn main() -> Result<(), BoxError> {
         write["count"],
         write["seconds"].as_f64().unwrap_or(0.0)
     );
+    let local = match &opts.local_model {
+        Some(dir) => {
+            let count = opts
+                .local_count
+                .unwrap_or(if opts.quick { 200 } else { 10_000 });
+            let queries = opts
+                .local_queries
+                .unwrap_or(if opts.quick { 20 } else { 200 });
+            let r = local::measure(dir, count, queries).await?;
+            println!(
+                "\nlocal model {} on SQLite, {} memories: memorize p50 {:.1} ms (p95 {:.1}), \
+                 recall p50 {:.1} ms (p95 {:.1}) over {} recalls of limit 10, first recall \
+                 {:.0} ms",
+                r["model"].as_str().unwrap_or("?"),
+                r["memories"],
+                r["memorize_p50_ms"].as_f64().unwrap_or(0.0),
+                r["memorize_p95_ms"].as_f64().unwrap_or(0.0),
+                r["recall_p50_ms"].as_f64().unwrap_or(0.0),
+                r["recall_p95_ms"].as_f64().unwrap_or(0.0),
+                r["queries"],
+                r["first_recall_ms"].as_f64().unwrap_or(0.0),
+            );
+            r
+        }
+        None => Value::Null,
+    };
     let pg = match &opts.postgres {
         Some(url) => {
             let pg = postgres::PgOptions {
@@ -148,8 +187,7 @@ async fn main() -> Result<(), BoxError> {
         }
         None => Value::Null,
     };
-    let out =
-        json!({ "sqlite_path": report, "memorize": write, "postgres": pg, "quick": opts.quick });
+    let out = json!({ "sqlite_path": report, "memorize": write, "local": local, "postgres": pg, "quick": opts.quick });
     if let Some(path) = opts.json {
         std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
         eprintln!("wrote {path}");
