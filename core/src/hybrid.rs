@@ -13,6 +13,12 @@ use crate::memory::Memory;
 /// has the sweep).
 pub const RRF_K: f64 = 3.0;
 
+/// The share of its best neighbour's fused score a candidate adds to its own. Memories
+/// written one after another belong together (the turns of one conversation): a candidate
+/// next to a strong one moves up among the candidates. Only candidates move; a memory
+/// neither list ranked is never added. docs/RETRIEVAL.md has the sweep.
+pub const NEIGHBOUR_WEIGHT: f64 = 0.2;
+
 /// Each retriever's candidate pool for a final `top_k`: four times `top_k`. With the
 /// small [`RRF_K`] a deeper pool hardly moves the fused top (docs/RETRIEVAL.md measures
 /// how often a limit-5 recall differs from the top 5 of a limit-10 one).
@@ -29,7 +35,8 @@ pub fn rrf_term(rank: u32) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredMemory {
     pub memory: Memory,
-    /// Sum of `1 / (RRF_K + rank)` over the lists the memory appears in.
+    /// Sum of `1 / (RRF_K + rank)` over the lists the memory appears in, plus
+    /// [`NEIGHBOUR_WEIGHT`] times the better of its neighbours' sums.
     pub score: f64,
     pub dense_rank: Option<u32>,
     pub lexical_rank: Option<u32>,
@@ -68,6 +75,17 @@ fn fuse(index: &MemoryIndex, dense: &[Hit], lexical: &[Hit], top_k: usize) -> Ve
             (row, score, d, l)
         })
         .collect();
+    // Each candidate adds a share of the better of its two neighbours' RRF scores (zero
+    // for a neighbour that is no candidate), read before any is changed.
+    let rrf: HashMap<i64, f64> = fused
+        .iter()
+        .map(|(row, score, ..)| (index.memory(*row).seq, *score))
+        .collect();
+    let of = |seq: Option<i64>| seq.and_then(|s| rrf.get(&s).copied()).unwrap_or(0.0);
+    for (row, score, ..) in &mut fused {
+        let (previous, next) = index.seq_neighbours(index.memory(*row).seq);
+        *score += NEIGHBOUR_WEIGHT * of(previous).max(of(next));
+    }
     fused.sort_unstable_by(|a, b| {
         b.1.total_cmp(&a.1)
             .then_with(|| index.memory(a.0).seq.cmp(&index.memory(b.0).seq))
@@ -129,7 +147,45 @@ mod tests {
         let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("zebra"), 3);
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         assert_eq!(seqs[0], 3, "{got:?}");
-        assert_eq!(got[0].score, rrf_term(2) + rrf_term(2));
+        // Its better neighbour is seq 2 (dense rank 8, lexical rank 1), not filler seq 4.
+        let neighbour = rrf_term(8) + rrf_term(1);
+        assert_eq!(
+            got[0].score,
+            rrf_term(2) + rrf_term(2) + NEIGHBOUR_WEIGHT * neighbour
+        );
+    }
+
+    #[test]
+    fn a_candidate_next_to_a_strong_one_moves_up() {
+        let mut index = MemoryIndex::new(2);
+        let vectors = [
+            [0.0, 1.0],
+            [0.1, 1.0],
+            [1.0, 0.0], // seq 3: both lists' first
+            [0.8, 0.2], // seq 4: dense rank 3, next to seq 3
+            [0.2, 1.0],
+            [0.9, 0.1], // seq 6: dense rank 2, next to nothing strong
+        ];
+        for (i, v) in vectors.iter().enumerate() {
+            let text = if i == 2 { "alpha" } else { "other" };
+            index.insert(memory(i as i64 + 1, text), v).unwrap();
+        }
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 3);
+        let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
+        // By RRF alone seq 6 (dense rank 2) would come before seq 4 (dense rank 3).
+        assert_eq!(seqs, [3, 4, 6], "{got:?}");
+        assert_eq!(
+            got[1].score,
+            rrf_term(3) + NEIGHBOUR_WEIGHT * (rrf_term(1) + rrf_term(1))
+        );
+        // Removing seq 3 takes the boost away with it.
+        index.remove(&got[0].memory.id);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 2);
+        let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
+        assert_eq!(seqs, [6, 4]);
+        assert_eq!(index.seq_neighbours(4), (Some(2), Some(5)));
+        assert_eq!(index.seq_neighbours(1), (None, Some(2)));
+        assert_eq!(index.seq_neighbours(6), (Some(5), None));
     }
 
     #[test]
@@ -148,7 +204,11 @@ mod tests {
         // seq 3: dense rank 1 + lexical rank 2 (BM25 favours the shorter "zebra").
         assert_eq!(seqs, [3, 2, 1]);
         assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(1), Some(2)));
-        assert_eq!(got[0].score, rrf_term(1) + rrf_term(2));
+        // Its neighbour seq 2 adds a fifth of its RRF score.
+        assert_eq!(
+            got[0].score,
+            rrf_term(1) + rrf_term(2) + NEIGHBOUR_WEIGHT * (rrf_term(3) + rrf_term(1))
+        );
         // seq 2: lexical rank 1 and dense rank 3 beats seq 1's dense rank 2 alone.
         assert_eq!((got[1].dense_rank, got[1].lexical_rank), (Some(3), Some(1)));
         assert_eq!((got[2].dense_rank, got[2].lexical_rank), (Some(2), None));

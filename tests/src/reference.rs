@@ -9,6 +9,7 @@ use cortex_core::tokenizer::tokenize;
 const K1: f64 = 1.5;
 const B: f64 = 0.75;
 const RRF_K: f64 = 3.0;
+const NEIGHBOUR_WEIGHT: f64 = 0.2;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a
@@ -82,12 +83,28 @@ pub fn hybrid_ranking(
             *fused.entry(*i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
         }
     }
-    let order = ranked(
-        fused
+    // A candidate adds a fifth of the better RRF score of the live memories written just
+    // before and just after it (zero when that one is no candidate).
+    let mut by_seq: Vec<(i64, usize)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (m, _))| (m.seq, i))
+        .collect();
+    by_seq.sort();
+    let neighbour_score = |i: usize| {
+        let at = by_seq.iter().position(|&(_, j)| j == i).unwrap_or(0);
+        let around = [at.checked_sub(1), Some(at + 1)];
+        around
             .into_iter()
-            .map(|(i, s)| (s, docs[i].0.seq, i))
-            .collect(),
-        top_k,
-    );
+            .flatten()
+            .filter_map(|p| by_seq.get(p))
+            .map(|&(_, j)| fused.get(&j).copied().unwrap_or(0.0))
+            .fold(0.0, f64::max)
+    };
+    let smoothed: Vec<(f64, i64, usize)> = fused
+        .iter()
+        .map(|(&i, &s)| (s + NEIGHBOUR_WEIGHT * neighbour_score(i), docs[i].0.seq, i))
+        .collect();
+    let order = ranked(smoothed, top_k);
     order.into_iter().map(|i| docs[i].0.id).collect()
 }

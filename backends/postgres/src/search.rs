@@ -21,10 +21,12 @@
 //!   same way, and the others looked up for those, in stages, see [`rarest_first`];
 //!   otherwise several terms prune the commonest lists where they cannot change the pool,
 //!   see [`maxscore`]);
-//! - fusion: `1 / (60 + dense_rank)` then `+ 1 / (60 + lexical_rank)`, ordered by score
-//!   then sequence, the best `top_k`.
+//! - fusion: `1 / (RRF_K + dense_rank)` then `+ 1 / (RRF_K + lexical_rank)`, plus
+//!   `NEIGHBOUR_WEIGHT` times the larger of the two neighbouring live memories' fused
+//!   scores (by sequence; 0 when not fused), ordered by score then sequence, the best
+//!   `top_k`.
 
-use cortex_core::hybrid::{RRF_K, ScoredMemory, candidate_pool};
+use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory, candidate_pool};
 use cortex_core::index::{BM25_B, BM25_K1};
 use cortex_core::{Memory, StoreError};
 use pgvector::Vector;
@@ -338,6 +340,62 @@ pub(crate) fn fused(
             .to_owned(),
     );
 
+    // Each candidate adds NEIGHBOUR_WEIGHT times the better RRF score of the user's live
+    // memories written just before and just after it (zero for one that is no
+    // candidate), as the core adds it. The neighbours are two index lookups on
+    // (user_id, seq) of live memories per fused row; their scores are joined back.
+    let memories_table = names.q("memories");
+    let neighbour = |cmp: &str, order: &str| {
+        format!(
+            "(SELECT m.seq FROM {memories_table} m WHERE m.user_id = $1 AND NOT m.superseded \
+              AND m.seq {cmp} f.seq ORDER BY m.seq {order} LIMIT 1)"
+        )
+    };
+    cte(
+        &mut with,
+        "around",
+        Query::select()
+            .columns(["seq", "d_rank", "l_rank", "score"])
+            .expr_as(
+                Expr::cust_with_values(neighbour("<", "DESC"), [user]),
+                "prev",
+            )
+            .expr_as(
+                Expr::cust_with_values(neighbour(">", "ASC"), [user]),
+                "next",
+            )
+            .from_as("fused", "f")
+            .to_owned(),
+    );
+    cte(
+        &mut with,
+        "smoothed",
+        Query::select()
+            .columns([("a", "seq"), ("a", "d_rank"), ("a", "l_rank")])
+            .expr_as(
+                Expr::cust_with_values(
+                    "a.score + $1::float8 * GREATEST(COALESCE(p.score, 0::float8), \
+                     COALESCE(x.score, 0::float8))",
+                    [NEIGHBOUR_WEIGHT],
+                ),
+                "score",
+            )
+            .from_as("around", "a")
+            .join_as(
+                JoinType::LeftJoin,
+                "fused",
+                "p",
+                Expr::col(("p", "seq")).equals(("a", "prev")),
+            )
+            .join_as(
+                JoinType::LeftJoin,
+                "fused",
+                "x",
+                Expr::col(("x", "seq")).equals(("a", "next")),
+            )
+            .to_owned(),
+    );
+
     // The best `top_k`, before any memory is read: the fused rows are up to twice the
     // pool, and only these are returned (every fused row is a live memory's).
     cte(
@@ -345,7 +403,7 @@ pub(crate) fn fused(
         "top",
         Query::select()
             .columns(["seq", "d_rank", "l_rank", "score"])
-            .from("fused")
+            .from("smoothed")
             .order_by("score", Order::Desc)
             .order_by("seq", Order::Asc)
             .limit(sql_count(top_k))

@@ -30,6 +30,9 @@ pub struct MemoryIndex {
     rows: HashMap<MemoryId, usize>,
     dense: DenseMatrix,
     lexical: LexicalIndex,
+    /// Every indexed memory's sequence number, ascending: a memory's neighbours are the
+    /// memories written just before and just after it.
+    seqs: Vec<i64>,
 }
 
 impl MemoryIndex {
@@ -39,6 +42,7 @@ impl MemoryIndex {
             rows: HashMap::new(),
             dense: DenseMatrix::new(dimension),
             lexical: LexicalIndex::default(),
+            seqs: Vec::new(),
         }
     }
 
@@ -69,6 +73,9 @@ impl MemoryIndex {
         self.remove(&memory.id);
         self.dense.push_normalized(embedding);
         self.lexical.push(&memory.content);
+        // Writes come in sequence order, so this is almost always a push.
+        let at = self.seqs.partition_point(|s| *s <= memory.seq);
+        self.seqs.insert(at, memory.seq);
         self.rows.insert(memory.id, self.memories.len());
         self.memories.push(memory);
         Ok(())
@@ -81,11 +88,25 @@ impl MemoryIndex {
         };
         self.dense.swap_remove(row);
         self.lexical.swap_remove(row);
+        let seq = self.memories[row].seq;
+        let at = self.seqs.partition_point(|s| *s < seq);
+        if self.seqs.get(at) == Some(&seq) {
+            self.seqs.remove(at);
+        }
         self.memories.swap_remove(row);
         if let Some(moved) = self.memories.get(row) {
             self.rows.insert(moved.id, row);
         }
         true
+    }
+
+    /// The sequence numbers of the indexed memories written just before and just after
+    /// the one at `seq` (memories sharing its number are neither).
+    pub fn seq_neighbours(&self, seq: i64) -> (Option<i64>, Option<i64>) {
+        let before = self.seqs.partition_point(|s| *s < seq);
+        let after = self.seqs.partition_point(|s| *s <= seq);
+        let previous = before.checked_sub(1).map(|i| self.seqs[i]);
+        (previous, self.seqs.get(after).copied())
     }
 
     /// Approximate heap bytes held (vectors, postings, memory records).
@@ -100,7 +121,11 @@ impl MemoryIndex {
                     + m.tags.iter().map(|t| t.capacity() + 24).sum::<usize>()
             })
             .sum();
-        self.dense.bytes() + self.lexical.bytes() + records + self.rows.capacity() * 24
+        self.dense.bytes()
+            + self.lexical.bytes()
+            + records
+            + self.rows.capacity() * 24
+            + self.seqs.capacity() * 8
     }
 
     /// The `pool` rows most similar to `query` by cosine, best first, ties by insertion.
