@@ -19,11 +19,15 @@ pub const RRF_K: f64 = 3.0;
 /// neither list ranked is never added. docs/RETRIEVAL.md has the sweep.
 pub const NEIGHBOUR_WEIGHT: f64 = 0.2;
 
-/// Each retriever's candidate pool for a final `top_k`: four times `top_k`. With the
-/// small [`RRF_K`] a deeper pool hardly moves the fused top (docs/RETRIEVAL.md measures
-/// how often a limit-5 recall differs from the top 5 of a limit-10 one).
+/// The smallest candidate pool per retriever: the pool of the default limit (10) before
+/// pools stopped depending on the limit.
+pub const MIN_POOL: usize = 40;
+
+/// Each retriever's candidate pool for a final `top_k`: [`MIN_POOL`], or `top_k` when
+/// more are asked for. Not a multiple of `top_k`: for every `top_k` up to the minimum the
+/// fused list is the same, so a smaller recall returns a prefix of a larger one.
 pub fn candidate_pool(top_k: usize) -> usize {
-    top_k.saturating_mul(4).max(top_k)
+    top_k.max(MIN_POOL)
 }
 
 /// One list's RRF contribution for a 1-based rank.
@@ -124,10 +128,30 @@ mod tests {
     }
 
     #[test]
-    fn pool_is_four_times_top_k() {
-        assert_eq!(candidate_pool(1), 4);
-        assert_eq!(candidate_pool(10), 40);
+    fn pool_is_at_least_the_minimum_and_never_below_top_k() {
+        assert_eq!(candidate_pool(1), MIN_POOL);
+        assert_eq!(candidate_pool(10), MIN_POOL);
+        assert_eq!(candidate_pool(MIN_POOL + 1), MIN_POOL + 1);
         assert_eq!(candidate_pool(usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn a_smaller_recall_is_a_prefix_of_a_larger_one() {
+        let mut index = MemoryIndex::new(2);
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon"];
+        for seq in 0..120i64 {
+            let x = (seq as f32 * 0.37).sin();
+            let text = format!("{} {}", words[seq as usize % 5], words[seq as usize % 3]);
+            index
+                .insert(memory(seq, &text), &[x, 1.0 - x.abs()])
+                .unwrap();
+        }
+        let terms = query_terms("alpha gamma");
+        let full = hybrid_retrieve(&index, &[0.3, 0.7], &terms, MIN_POOL);
+        for top_k in [1, 5, 10, 33] {
+            let got = hybrid_retrieve(&index, &[0.3, 0.7], &terms, top_k);
+            assert_eq!(got[..], full[..top_k], "top_k {top_k}");
+        }
     }
 
     #[test]

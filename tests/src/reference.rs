@@ -10,6 +10,7 @@ const K1: f64 = 1.5;
 const B: f64 = 0.75;
 const RRF_K: f64 = 3.0;
 const NEIGHBOUR_WEIGHT: f64 = 0.2;
+const MIN_POOL: usize = 40;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a
@@ -42,7 +43,7 @@ pub fn hybrid_ranking(
     query_embedding: &[f32],
     top_k: usize,
 ) -> Vec<uuid::Uuid> {
-    let pool = (top_k * 4).max(top_k);
+    let pool = top_k.max(MIN_POOL);
     let n = docs.len() as f64;
 
     let dense = ranked(

@@ -8,6 +8,7 @@ mod support;
 
 use chrono::Utc;
 use cortex_conformance::scenarios::{CORPUS, QUERIES};
+use cortex_core::hybrid::MIN_POOL;
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
@@ -178,10 +179,11 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     let schema = TestSchema::new(tag, true, DenseMode::Exact).await;
     let pg = schema.store().await;
     // The same tables searched with BM25 pruning at other budgets: off, and small enough
-    // that common terms fall outside the essential set (bounds and cut both matter), with
+    // (against pools of at least MIN_POOL) that common terms fall outside the essential
+    // set (bounds and cut both matter), with
     // the survivors always looked up (lookup cost 0) or never (the full scan instead).
     let mut budgets = Vec::new();
-    for (budget, lookup_cost) in [(0, 0), (5, 0), (60, 0), (5, u64::MAX)] {
+    for (budget, lookup_cost) in [(0, 0), (50, 0), (400, 0), (50, u64::MAX)] {
         let config = PostgresConfig {
             prune_budget: budget,
             lookup_cost,
@@ -337,17 +339,26 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         paths[0].1.full > 0 && paths[0].1.impact > 0,
         "budget 0 left the full scan or the impact-ordered read untested"
     );
-    assert!(
-        paths.iter().any(|(_, p)| p.pruned_total() > 0),
-        "no budget pruned a search: the pruned path went untested"
+    // Lookups never pay: whatever could be pruned is scanned in full instead.
+    assert_eq!(
+        paths[3].1.pruned_total(),
+        0,
+        "lookups that never pay were made"
     );
-    assert!(
-        paths.iter().any(|(_, p)| p.pruned_extended > 0),
-        "no search pruned with essential terms past the budget: that path went untested"
-    );
-    // Past a few pools' worth of memories the rarest term can carry the pool, and the
-    // MaxScore split still has its own cases.
-    if size >= 100 {
+    // A corpus within one pool (at least MIN_POOL candidates per list) is scored whole.
+    if size > MIN_POOL {
+        assert!(
+            paths.iter().any(|(_, p)| p.pruned_total() > 0),
+            "no budget pruned a search: the pruned path went untested"
+        );
+        assert!(
+            paths.iter().any(|(_, p)| p.pruned_extended > 0),
+            "no search pruned with essential terms past the budget: that path went untested"
+        );
+    }
+    // Past ten pools' worth of memories the rarest term can carry the pool, the MaxScore
+    // split still has its own cases, and lookups that pay at cost 0 are scans otherwise.
+    if size >= 10 * MIN_POOL {
         assert!(
             paths.iter().any(|(_, p)| p.rarest_first > 0),
             "no search went rarest-first: that path went untested"
@@ -356,17 +367,11 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
             paths.iter().any(|(_, p)| p.pruned > 0),
             "no search pruned within the budget: that path went untested"
         );
+        assert!(
+            paths[3].1.full > paths[1].1.full,
+            "no search fell back from pruning to the full scan: that path went untested"
+        );
     }
-    // Lookups never pay: whatever could be pruned is scanned in full instead.
-    assert_eq!(
-        paths[3].1.pruned_total(),
-        0,
-        "lookups that never pay were made"
-    );
-    assert!(
-        paths[3].1.full > paths[1].1.full,
-        "no search fell back from pruning to the full scan: that path went untested"
-    );
     assert!(
         pg.lexical_paths().once + pg.lexical_paths().pruned_total() > 0,
         "the default budget neither scored once nor pruned"

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use cortex_core::embedding::normalized;
+use cortex_core::hybrid::MIN_POOL;
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
@@ -264,8 +265,9 @@ async fn pruned_search_equals_full_scoring() {
     }
 }
 
-/// The rarest-first lookups run in stages. "rare" (200 memories, lengths rising slowly)
-/// carries the pool of a one-result search (a pool of 4), but "common"'s bound (set by one
+/// The rarest-first lookups run in stages. The counts here are for a pool of 4; the
+/// corpus is scaled by MIN_POOL / 4 for the pool a one-result search has. "rare" (200
+/// memories, lengths rising slowly) carries the pool, but "common"'s bound (set by one
 /// three-word memory of it alone) is wide beside the spread of "rare"'s scores, so every
 /// posting of "rare" is a candidate. The best 16 lack "common", so the first stage's
 /// floor prunes nothing; the next 64 hold it, so the second stage's floor stops the third
@@ -277,15 +279,17 @@ async fn rarest_first_looks_up_in_stages() {
     let store = schema.store().await;
     let sig = EmbeddingSignature::new("m", 4);
     let mut rng = Rng(21);
+    // The corpus of a pool of 4, scaled to the pool of MIN_POOL.
+    let x = MIN_POOL / 4;
     let mut texts = Vec::new();
-    for j in 0..200 {
-        let mut text = format!("r{j} {}rare", "pad ".repeat(2 + j / 8));
-        if (16..80).contains(&j) || (j >= 80 && j % 2 == 0) {
+    for j in 0..200 * x {
+        let mut text = format!("r{j} {}rare", "pad ".repeat(2 + j / (8 * x)));
+        if (16 * x..80 * x).contains(&j) || (j >= 80 * x && j % 2 == 0) {
             text.push_str(" common");
         }
         texts.push(text);
     }
-    for i in 0..400 {
+    for i in 0..400 * x {
         let common = if i % 2 == 0 { " common" } else { "" };
         texts.push(format!("w{i} {}{common}", "pad ".repeat(3 + i % 20)));
     }
@@ -320,11 +324,15 @@ async fn rarest_first_looks_up_in_stages() {
         candidates,
         looked_up,
     } = staged.rarest_first_lookups();
-    // The first two stages hold the best 16 + 64 candidates, and at most one run of tied
-    // scores (memories of one length) more.
-    assert_eq!(candidates, 200, "every posting of \"rare\" is a candidate");
+    // The first two stages hold the best 16 + 64 candidates (scaled), and at most one
+    // run of tied scores (memories of one length) more.
+    assert_eq!(
+        candidates,
+        200 * x as u64,
+        "every posting of \"rare\" is a candidate"
+    );
     assert!(
-        looked_up > 90 && looked_up < candidates,
+        looked_up > 90 * x as u64 && looked_up < candidates,
         "{looked_up} of {candidates} candidates looked up: the third stage looked up none, \
          or every one"
     );
@@ -336,18 +344,20 @@ async fn rarest_first_looks_up_in_stages() {
 
 /// A term's score bound is its best posting's score, not its largest tf in its shortest
 /// memory: "ox" reaches tf 9 only in a 60-word memory, so bounded by tf 9 at 2 words
-/// (2.83 here) it would outweigh "zebra"'s pool-th score (1.78) and the search would
-/// scan every posting; bounded by its best posting (1.63) "zebra" carries the pool.
+/// (about 2.87 here) it would outweigh "zebra"'s pool-th score (1.81) and the search
+/// would scan every posting; bounded by its best posting (1.65) "zebra" carries the pool.
 #[tokio::test]
 async fn term_bounds_come_from_the_best_posting() {
     require_db!();
     let schema = TestSchema::new("bound", true, DenseMode::Exact).await;
     let store = schema.store().await;
     let sig = EmbeddingSignature::new("m", 4);
-    let mut texts: Vec<String> = (0..20).map(|i| format!("f{i} g{i} h{i}")).collect();
-    texts.extend((0..10).map(|i| format!("ox a{i}")));
-    texts.push(format!("{}{}", "ox ".repeat(9), "pad ".repeat(51)));
-    texts.extend((0..8).map(|i| format!("zebra z{i} y{i}")));
+    // The corpus of a pool of 4, every memory repeated for the pool of MIN_POOL.
+    let x = MIN_POOL / 4;
+    let mut texts: Vec<String> = (0..20 * x).map(|i| format!("f{i} g{i} h{i}")).collect();
+    texts.extend((0..10 * x).map(|i| format!("ox a{i}")));
+    texts.extend((0..x).map(|_| format!("{}{}", "ox ".repeat(9), "pad ".repeat(51))));
+    texts.extend((0..8 * x).map(|i| format!("zebra z{i} y{i}")));
     let mut rng = Rng(3);
     for text in &texts {
         let v = [rng.float(), rng.float(), rng.float(), 1.0];
@@ -382,7 +392,7 @@ async fn term_bounds_come_from_the_best_posting() {
     // once in 16 four-word ones. Bounded by those alone, "yak" would let "zebra" carry the
     // pool, and the long memory would lose its lexical rank.
     let query = [0.3, 0.2, 0.1, 1.0];
-    for i in 0..16 {
+    for i in 0..16 * x {
         let v = [rng.float(), rng.float(), rng.float(), 1.0];
         let text = format!("zebra z{i} y{i}");
         store.add(&memory("v", &text), &v, &sig).await.unwrap();
