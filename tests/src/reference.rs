@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use cortex_core::Memory;
 use cortex_core::tokenizer::tokenize;
 
-const K1: f64 = 1.5;
-const B: f64 = 0.75;
+const K1: f64 = 1.2;
+const B: f64 = 0.3;
 const RRF_K: f64 = 3.0;
 const NEIGHBOUR_WEIGHT: f64 = 0.2;
 const MIN_POOL: usize = 40;

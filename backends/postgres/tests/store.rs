@@ -267,7 +267,8 @@ async fn pruned_search_equals_full_scoring() {
 
 /// The rarest-first lookups run in stages. The counts here are for a pool of 4; the
 /// corpus is scaled by MIN_POOL / 4 for the pool a one-result search has. "rare" (200
-/// memories, lengths rising slowly) carries the pool, but "common"'s bound (set by one
+/// memories, lengths rising steadily: BM25's b = 0.3 needs a wider spread of lengths for
+/// the same spread of scores) carries the pool, but "common"'s bound (set by one
 /// three-word memory of it alone) is wide beside the spread of "rare"'s scores, so every
 /// posting of "rare" is a candidate. The best 16 lack "common", so the first stage's
 /// floor prunes nothing; the next 64 hold it, so the second stage's floor stops the third
@@ -283,7 +284,7 @@ async fn rarest_first_looks_up_in_stages() {
     let x = MIN_POOL / 4;
     let mut texts = Vec::new();
     for j in 0..200 * x {
-        let mut text = format!("r{j} {}rare", "pad ".repeat(2 + j / (8 * x)));
+        let mut text = format!("r{j} {}rare", "pad ".repeat(2 + 3 * j / (8 * x)));
         if (16 * x..80 * x).contains(&j) || (j >= 80 * x && j % 2 == 0) {
             text.push_str(" common");
         }
@@ -343,9 +344,9 @@ async fn rarest_first_looks_up_in_stages() {
 }
 
 /// A term's score bound is its best posting's score, not its largest tf in its shortest
-/// memory: "ox" reaches tf 9 only in a 60-word memory, so bounded by tf 9 at 2 words
-/// (about 2.87 here) it would outweigh "zebra"'s pool-th score (1.81) and the search
-/// would scan every posting; bounded by its best posting (1.65) "zebra" carries the pool.
+/// memory: "ox" reaches tf 9 only in a 120-word memory, so bounded by tf 9 at 2 words
+/// (about 2.51 here) it would outweigh "zebra"'s pool-th score (1.71) and the search
+/// would scan every posting; bounded by its best posting (1.44) "zebra" carries the pool.
 #[tokio::test]
 async fn term_bounds_come_from_the_best_posting() {
     require_db!();
@@ -356,7 +357,7 @@ async fn term_bounds_come_from_the_best_posting() {
     let x = MIN_POOL / 4;
     let mut texts: Vec<String> = (0..20 * x).map(|i| format!("f{i} g{i} h{i}")).collect();
     texts.extend((0..10 * x).map(|i| format!("ox a{i}")));
-    texts.extend((0..x).map(|_| format!("{}{}", "ox ".repeat(9), "pad ".repeat(51))));
+    texts.extend((0..x).map(|_| format!("{}{}", "ox ".repeat(9), "pad ".repeat(111))));
     texts.extend((0..8 * x).map(|i| format!("zebra z{i} y{i}")));
     let mut rng = Rng(3);
     for text in &texts {

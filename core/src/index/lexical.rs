@@ -2,10 +2,12 @@
 
 use rustc_hash::FxHashMap;
 
-/// Term-frequency saturation.
-pub const BM25_K1: f64 = 1.5;
-/// Length normalisation.
-pub const BM25_B: f64 = 0.75;
+/// Term-frequency saturation (Lucene's default).
+pub const BM25_K1: f64 = 1.2;
+/// Length normalisation. Memories are short and of similar length (a turn, a fact); the
+/// usual 0.75 penalised a memory for a few more words than its neighbours
+/// (docs/RETRIEVAL.md has the sweep).
+pub const BM25_B: f64 = 0.3;
 
 /// Inverse document frequency: `ln(1 + (N - df + 0.5) / (df + 0.5))`.
 pub fn bm25_idf(live_docs: u64, doc_freq: u64) -> f64 {
@@ -138,8 +140,12 @@ mod tests {
         assert!((bm25_idf(3, 1) - (1.0f64 + 2.5 / 1.5).ln()).abs() < 1e-15);
         // A term in every document still scores above zero.
         assert!(bm25_idf(3, 3) > 0.0);
+        // At the average length the normalisation is 1: idf * tf * (k1 + 1) / (tf + k1).
         let s = bm25_term_score(1.0, 2, 4, 4.0);
-        assert!((s - 2.0 * 2.5 / (2.0 + 1.5)).abs() < 1e-15);
+        assert!((s - 2.0 * 2.2 / (2.0 + 1.2)).abs() < 1e-15);
+        // Twice the average length: k1 * (1 - b + 2b) = 1.2 * 1.3.
+        let s = bm25_term_score(1.0, 1, 8, 4.0);
+        assert!((s - 2.2 / (1.0 + 1.2 * 1.3)).abs() < 1e-15);
     }
 
     #[test]
