@@ -1,7 +1,7 @@
 //! Runs a parsed command: turns `cortex bench` arguments into a run, shows progress on
 //! stderr, and writes the report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cortex_core::{EngineConfig, Tier};
@@ -41,13 +41,13 @@ pub async fn execute(cli: Cli) -> Result<(), BenchError> {
     }
 }
 
-/// The retrieval depth: `--top-k`, else the tier's, deeper at turn granularity where
-/// several memories share a session.
+/// The retrieval depth: `--top-k`, else the tier's, deeper at LongMemEval's turn
+/// granularity where several memories share a session (LoCoMo recalls the tier's limit).
 pub fn depth(args: &BenchArgs) -> Result<usize, BenchError> {
     let base = args.tier.profile().top_k.max(MIN_DEPTH);
-    let depth = args.top_k.unwrap_or(match args.granularity {
-        Granularity::Turn => base * 5,
-        Granularity::Session => base,
+    let depth = args.top_k.unwrap_or(match (args.format, args.granularity) {
+        (Format::Longmemeval, Granularity::Turn) => base * 5,
+        _ => base,
     });
     if !(MIN_DEPTH..=cortex_core::MAX_LIMIT).contains(&depth) {
         return Err(BenchError::option(
@@ -77,11 +77,7 @@ pub async fn bench(
     if let Some(limit) = args.limit {
         questions.truncate(limit);
     }
-    let cache = match (&args.cache, args.no_cache) {
-        (_, true) => None,
-        (Some(path), false) => Some(path.clone()),
-        (None, false) => Some(default_cache_path()),
-    };
+    let cache = cache_path(args);
     let choice = args.qa.then(|| QaModelChoice {
         reader_model: args.reader_model.clone(),
         judge_model: args.judge_model.clone(),
@@ -199,23 +195,9 @@ pub async fn bench_locomo(
         return Err(BenchError::option("--limit", "must be at least 1"));
     }
     let tier: Tier = args.tier;
-    let depth = args.top_k.unwrap_or(tier.profile().top_k.max(MIN_DEPTH));
-    if !(MIN_DEPTH..=cortex_core::MAX_LIMIT).contains(&depth) {
-        return Err(BenchError::option(
-            "--top-k",
-            format!(
-                "must be between {MIN_DEPTH} (the largest k scored) and {}; got {depth}",
-                cortex_core::MAX_LIMIT
-            ),
-        ));
-    }
+    let depth = depth(args)?;
     let samples = locomo::dataset::load(&args.data)?;
-    let cache = match (&args.cache, args.no_cache) {
-        (_, true) => None,
-        (Some(path), false) => Some(path.clone()),
-        (None, false) => Some(default_cache_path()),
-    };
-    let providers = RunProviders::from_env(env, cache.as_deref(), tier, None)?;
+    let providers = RunProviders::from_env(env, cache_path(args).as_deref(), tier, None)?;
     let options = LocomoOptions {
         depth,
         retrievers: dedup(&args.retriever),
@@ -283,6 +265,15 @@ pub async fn bench_locomo(
         write(path, &locomo_markdown(&report))?;
     }
     Ok(report)
+}
+
+/// The provider cache file: `--cache`, else the default, none with `--no-cache`.
+fn cache_path(args: &BenchArgs) -> Option<PathBuf> {
+    match (&args.cache, args.no_cache) {
+        (_, true) => None,
+        (Some(path), false) => Some(path.clone()),
+        (None, false) => Some(default_cache_path()),
+    }
 }
 
 /// The retrievers in the order given, each once.

@@ -272,6 +272,32 @@ fn bad_options_are_refused_before_any_work() {
     );
 }
 
+/// The test database's URL; without one, a skip line, or a failure under CI.
+fn test_database() -> Option<std::ffi::OsString> {
+    let url = std::env::var_os("CORTEX_TEST_DATABASE_URL");
+    if url.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
+        );
+        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
+    }
+    url
+}
+
+/// The local model's directory; without it, a skip line, or a failure under CI.
+fn test_model() -> Option<PathBuf> {
+    let model = local_model();
+    if model.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
+        );
+        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
+    }
+    model
+}
+
 /// The local all-MiniLM-L6-v2 model, when fetched (scripts/fetch-test-model.sh).
 fn local_model() -> Option<PathBuf> {
     let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR")
@@ -284,12 +310,7 @@ fn local_model() -> Option<PathBuf> {
 
 #[test]
 fn local_model_ranks_the_fixture() {
-    let Some(model) = local_model() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
-        );
-        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
+    let Some(model) = test_model() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -339,12 +360,7 @@ fn local_model_ranks_the_fixture() {
 
 #[test]
 fn postgres_backend_when_a_database_is_there() {
-    let Some(url) = std::env::var_os("CORTEX_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
-        );
-        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
+    let Some(url) = test_database() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -608,12 +624,7 @@ fn locomo_refuses_qa_and_bad_data() {
 
 #[test]
 fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
-    let Some(url) = std::env::var_os("CORTEX_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
-        );
-        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
+    let Some(url) = test_database() else {
         return;
     };
     let pg = run_locomo(
@@ -648,12 +659,7 @@ fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
 
 #[test]
 fn locomo_with_the_local_model() {
-    let Some(model) = local_model() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
-        );
-        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
+    let Some(model) = test_model() else {
         return;
     };
     let report = run_locomo(

@@ -62,8 +62,11 @@ const REASONS: [&str; 8] = [
     "although nothing is confirmed yet",
 ];
 
+fn pick(rng: &mut SmallRng, list: &[&'static str]) -> &'static str {
+    list[rng.random_range(0..list.len())]
+}
+
 fn sentence(rng: &mut SmallRng) -> String {
-    let pick = |rng: &mut SmallRng, list: &[&'static str]| list[rng.random_range(0..list.len())];
     format!(
         "{} {} {} {}.",
         pick(rng, &SUBJECTS),
@@ -74,7 +77,6 @@ fn sentence(rng: &mut SmallRng) -> String {
 }
 
 fn question(rng: &mut SmallRng) -> String {
-    let pick = |rng: &mut SmallRng, list: &[&'static str]| list[rng.random_range(0..list.len())];
     format!("When did {} {}?", pick(rng, &SUBJECTS), pick(rng, &ACTIONS))
 }
 

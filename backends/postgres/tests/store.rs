@@ -51,6 +51,16 @@ fn memory(user: &str, text: &str) -> NewMemory {
     NewMemory::new(user, text, MemoryKind::Note, &[], 64 * 1024).unwrap()
 }
 
+/// Writes `texts` for user "u", the i-th with the vector [1, i, 0.5].
+async fn add_in_order(store: &PostgresStore, texts: &[&str], sig: &EmbeddingSignature) {
+    for (i, text) in texts.iter().enumerate() {
+        store
+            .add(&memory("u", text), &[1.0, i as f32, 0.5], sig)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_connects_migrate_once() {
     require_db!();
@@ -95,12 +105,7 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
         "friday deploy freeze, the api too",
         "lunch with alice on friday",
     ];
-    for (i, text) in texts.iter().enumerate() {
-        store
-            .add(&memory("u", text), &[1.0, i as f32, 0.5], &sig)
-            .await
-            .unwrap();
-    }
+    add_in_order(&store, &texts, &sig).await;
     let request = SearchRequest {
         query: "friday api deploy".into(),
         terms: query_terms("friday api deploy"),
@@ -1170,12 +1175,7 @@ async fn postings_of_another_analyser_are_rederived_on_open() {
         "deploying on fridays is frozen",
         "lunch with alice on friday",
     ];
-    for (i, text) in texts.iter().enumerate() {
-        store
-            .add(&memory("u", text), &[1.0, i as f32, 0.5], &sig)
-            .await
-            .unwrap();
-    }
+    add_in_order(&store, &texts, &sig).await;
     let request = SearchRequest {
         query: "the fridays deploy".into(),
         terms: query_terms("the fridays deploy"),

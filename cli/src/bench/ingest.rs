@@ -189,7 +189,7 @@ pub fn chunk(turns: &[String], max_bytes: usize) -> Vec<String> {
 }
 
 /// `text` in pieces of at most `max_bytes`, cut at character boundaries.
-fn split_long(text: &str, max_bytes: usize) -> Vec<&str> {
+pub(crate) fn split_long(text: &str, max_bytes: usize) -> Vec<&str> {
     let mut pieces = Vec::new();
     let mut rest = text;
     while rest.len() > max_bytes {

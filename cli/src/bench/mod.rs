@@ -71,12 +71,7 @@ pub async fn run(
     backend: &Backend,
     done: &mut dyn FnMut(&Question),
 ) -> Result<RunOutput, BenchError> {
-    if options.retrievers.is_empty() {
-        return Err(BenchError::option(
-            "--retriever",
-            "name at least one retriever",
-        ));
-    }
+    require_retrievers(&options.retrievers)?;
     let mut output = RunOutput {
         results: Vec::with_capacity(questions.len()),
         usage: Usage::new(),
@@ -204,6 +199,17 @@ fn score(ranking: &[usize], keys: &[&str], corpus: &Corpus) -> QuestionRetrieval
         metrics: MetricMap::from_scores(&at),
         depth_short: top.len() < TOP_SESSIONS.min(available) && ranking.len() < keys.len(),
     }
+}
+
+/// A run ranks with at least one retriever.
+pub(crate) fn require_retrievers(retrievers: &[Retriever]) -> Result<(), BenchError> {
+    if retrievers.is_empty() {
+        return Err(BenchError::option(
+            "--retriever",
+            "name at least one retriever",
+        ));
+    }
+    Ok(())
 }
 
 /// Adds what the engine's providers spent to `usage`.

@@ -404,7 +404,7 @@ fn metric_header() -> String {
 }
 
 /// A value's serde name (`turn`, `official`, `sqlite`).
-fn name<T: Serialize>(value: &T) -> String {
+pub(crate) fn name<T: Serialize>(value: &T) -> String {
     serde_json::to_value(value)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

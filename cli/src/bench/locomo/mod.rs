@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use cortex_core::{CortexMemory, EngineConfig};
 
 use crate::bench::backend::Backend;
-use crate::bench::ingest::{Corpus, Unit, ingest, warm};
+use crate::bench::ingest::{Corpus, Unit, ingest, split_long, warm};
 use crate::bench::retrieve::{Ranker, Retriever, positions};
-use crate::bench::{RunModels, Usage, merge_engine_usage, record};
+use crate::bench::{RunModels, Usage, merge_engine_usage, record, require_retrievers};
 use crate::error::BenchError;
 use dataset::{LocomoTurn, Sample};
 use report::{LocomoQuestionResult, LocomoRetrieval};
@@ -51,15 +51,11 @@ pub fn render_turn(turn: &LocomoTurn, max_bytes: usize) -> String {
     {
         content.push_str(&format!(" [image: {caption}]"));
     }
-    let mut content = content.replace('\0', " ");
-    if content.len() > max_bytes {
-        let mut cut = max_bytes;
-        while !content.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        content.truncate(cut);
-    }
-    content
+    let content = content.replace('\0', " ");
+    // One memory per turn: an oversized turn keeps its first piece.
+    split_long(&content, max_bytes.max(4))
+        .first()
+        .map_or_else(String::new, |piece| (*piece).to_owned())
 }
 
 /// A conversation's memories, one per turn with text or a caption, keyed by `dia_id`.
@@ -92,12 +88,7 @@ pub async fn run(
     backend: &Backend,
     done: &mut dyn FnMut(),
 ) -> Result<LocomoOutput, BenchError> {
-    if options.retrievers.is_empty() {
-        return Err(BenchError::option(
-            "--retriever",
-            "name at least one retriever",
-        ));
-    }
+    require_retrievers(&options.retrievers)?;
     let mut output = LocomoOutput {
         results: Vec::new(),
         usage: Usage::new(),

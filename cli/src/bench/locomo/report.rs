@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::bench::backend::BackendKind;
 use crate::bench::locomo::dataset::category_name;
 use crate::bench::locomo::metrics::METRICS;
-use crate::bench::report::{Averaged, CacheStats, MetricMap};
+use crate::bench::report::{Averaged, CacheStats, MetricMap, name};
 use crate::bench::retrieve::Retriever;
 
 /// Version of the JSON layout below.
@@ -144,10 +144,7 @@ pub fn markdown(report: &LocomoReport) -> String {
         n.conversations,
         n.memories,
         c.memory_template,
-        serde_json::to_value(c.backend)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
+        name(&c.backend),
         c.depth,
         c.embedding_model,
         c.embedding_dimension,
