@@ -5,10 +5,11 @@
 //! the core breaks exact ties by insertion. In exact mode `<=>` selects and orders the
 //! candidates, and wherever two consecutive candidates' distances lie within
 //! [`candidate_margin`] of each other the run they belong to is re-ordered with the core's
-//! own arithmetic (`cortex_unit_dot`, see the migration). Across a gap wider than the
-//! margin both agree, so only the runs need the (slower) exact score. The candidates are
-//! every live memory within the margin of the pool-th smallest distance: a superset of the
-//! core's pool whatever the rounding, so the ranks equal the core's exactly.
+//! own arithmetic (`cortex_unit_dot`, see the migration), once per distinct embedding (see
+//! `tie_break`). Across a gap wider than the margin both agree, so only the runs need the
+//! (slower) exact score. The candidates are every live memory within the margin of the
+//! pool-th smallest distance: a superset of the core's pool whatever the rounding, so the
+//! ranks equal the core's exactly.
 //!
 //! HNSW mode is approximate by configuration (its overlap with exact search is measured,
 //! not assumed): the candidates are what the index returns, ranked by pgvector's
@@ -19,10 +20,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cortex_core::StoreError;
-use deadpool_postgres::Pool;
 use tokio_postgres::error::SqlState;
 
 use crate::pg_err;
+use crate::pool::Connections;
 use crate::schema::Names;
 
 /// pgvector's HNSW limit for `halfvec`, the type the index is built over.
@@ -103,7 +104,7 @@ const LEGACY_HNSW_INDEX: &str = "memories_embedding_hnsw";
 /// (`CREATE INDEX CONCURRENTLY`, which must run outside a transaction). Idempotent and
 /// safe against another process doing the same; `done` makes later calls free.
 pub(crate) async fn ensure_hnsw_index(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     dimension: usize,
     done: &AtomicBool,
@@ -118,7 +119,7 @@ pub(crate) async fn ensure_hnsw_index(
         names.q("memories"),
         indexed_expression("", dimension),
     );
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     let legacy: Option<String> = client
         .query_opt(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",

@@ -8,11 +8,12 @@ use cortex_core::records::{
     TimelineEntry, normalize_entity_name,
 };
 use cortex_core::{Memory, MemoryId};
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, OnConflict, Order, Query};
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
 use crate::pg_err;
+use crate::pool::Connections;
 use crate::schema::{Names, lock_key};
 use crate::sql::{self, build, get, is_foreign_key_violation, limit, row_opt, rows, sea_err};
 
@@ -66,12 +67,12 @@ fn missing_if_fk(e: StoreError, what: String) -> StoreError {
 }
 
 pub(crate) async fn add_event(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     event: &Event,
 ) -> Result<(), StoreError> {
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     require_memory(&client, names, user, &event.memory_id).await?;
     let built = build(
         Query::insert()
@@ -101,7 +102,7 @@ pub(crate) async fn add_event(
 }
 
 pub(crate) async fn timeline(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     range: &TimeRange,
@@ -134,7 +135,7 @@ pub(crate) async fn timeline(
         .order_by(("e", "event_time"), Order::Asc)
         .order_by(("m", "seq"), Order::Asc)
         .limit(limit(max));
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     rows(&client, &build(&select))
         .await?
         .iter()
@@ -155,7 +156,7 @@ pub(crate) async fn timeline(
 }
 
 pub(crate) async fn supersessions(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     memory_id: &MemoryId,
@@ -173,7 +174,7 @@ pub(crate) async fn supersessions(
             .order_by("created_at", Order::Asc)
             .order_by("seq", Order::Asc),
     );
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     rows(&client, &built)
         .await?
         .iter()
@@ -217,12 +218,12 @@ async fn find_by_keys<C: GenericClient>(
 }
 
 pub(crate) async fn upsert_entity(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     upsert: &EntityUpsert,
 ) -> Result<Entity, StoreError> {
-    let mut client = pool.get().await.map_err(pg_err)?;
+    let mut client = pool.get().await?;
     let tx = client.transaction().await.map_err(pg_err)?;
     // Find-then-create must not race another upsert of the same user.
     tx.execute(
@@ -279,17 +280,17 @@ pub(crate) async fn upsert_entity(
 }
 
 pub(crate) async fn find_entity(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     name: &str,
 ) -> Result<Option<Entity>, StoreError> {
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     find_by_keys(&client, names, user, &[normalize_entity_name(name)]).await
 }
 
 pub(crate) async fn entity(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     id: &EntityId,
@@ -301,7 +302,7 @@ pub(crate) async fn entity(
             .and_where(Expr::col("id").eq(*id))
             .and_where(Expr::col("user_id").eq(user)),
     );
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     row_opt(&client, &built)
         .await?
         .map(|row| entity_at(&row, 0))
@@ -309,12 +310,12 @@ pub(crate) async fn entity(
 }
 
 pub(crate) async fn add_edge(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     edge: &EntityEdge,
 ) -> Result<(), StoreError> {
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     require_entity(&client, names, user, &edge.source).await?;
     require_entity(&client, names, user, &edge.target).await?;
     if let Some(m) = &edge.memory_id {
@@ -353,7 +354,7 @@ pub(crate) async fn add_edge(
 }
 
 pub(crate) async fn edges(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     entity: &EntityId,
@@ -370,7 +371,7 @@ pub(crate) async fn edges(
             )
             .order_by("seq", Order::Asc),
     );
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     rows(&client, &built)
         .await?
         .iter()
@@ -387,14 +388,14 @@ pub(crate) async fn edges(
 }
 
 pub(crate) async fn link_entity(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     memory_id: &MemoryId,
     entity: &EntityId,
     role: EntityRole,
 ) -> Result<(), StoreError> {
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     require_memory(&client, names, user, memory_id).await?;
     require_entity(&client, names, user, entity).await?;
     let built = build(
@@ -421,7 +422,7 @@ pub(crate) async fn link_entity(
 }
 
 pub(crate) async fn entity_memories(
-    pool: &Pool,
+    pool: &Connections,
     names: &Names,
     user: &str,
     entity: &EntityId,
@@ -443,7 +444,7 @@ pub(crate) async fn entity_memories(
             .order_by(("m", "seq"), Order::Desc)
             .limit(limit(max)),
     );
-    let client = pool.get().await.map_err(pg_err)?;
+    let client = pool.get().await?;
     rows(&client, &built)
         .await?
         .iter()

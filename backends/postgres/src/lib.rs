@@ -9,15 +9,18 @@
 //! returns over `build_index` on the same data when the dense side is exact.
 //!
 //! Module map: [`config`] (settings and `from_env`), `tls` (URL `sslmode` to a rustls
-//! connector), `pool` (connections), `schema` (migrations and identifiers), `postings`
-//! (BM25 postings and per-user statistics), `dense` (exact or HNSW candidate selection),
-//! `search` (the pushdown statement), `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment` (events,
-//! entities, edges, links, supersessions) and `store` (the `MemoryStore` impl).
+//! connector), `pool` (connections), [`error`] (what a failure says: the server and the
+//! cause), `schema` (migrations and identifiers), `postings` (BM25 postings and per-user
+//! statistics), `dense` (exact or HNSW candidate selection), `search` (the pushdown
+//! statement), `tie_break` (its exact dense order among near-equal distances),
+//! `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment`
+//! (events, entities, edges, links, supersessions) and `store` (the `MemoryStore` impl).
 
 mod codec;
 pub mod config;
 mod dense;
 mod enrichment;
+pub mod error;
 mod lexical_paths;
 mod pool;
 mod postings;
@@ -26,19 +29,21 @@ mod schema;
 mod search;
 mod sql;
 mod store;
+mod tie_break;
 mod tls;
 
 pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
     DenseMode, PostgresConfig,
 };
+pub use error::PostgresError;
 pub use lexical_paths::{LexicalPath, LexicalPaths, RarestFirstLookups};
 pub use schema::{SCHEMA_VERSION, validate_schema_name};
 pub use store::PostgresStore;
 
 use cortex_core::StoreError;
 
-/// Wraps a driver or pool error.
+/// Wraps a driver or pool error, classified (see [`error`]); anything else as it is.
 pub(crate) fn pg_err(e: impl Into<cortex_core::error::BoxError>) -> StoreError {
-    StoreError::backend("postgres", e)
+    StoreError::backend("postgres", PostgresError::call(e.into()))
 }

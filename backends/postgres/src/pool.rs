@@ -1,11 +1,15 @@
-//! Connections: one direct connection for the migration, then the pool.
+//! Connections: one direct connection for the migration, then the pool, whose errors
+//! name the server and the cause (see [`crate::error`]).
 
 use std::time::Duration;
 
 use cortex_core::StoreError;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, QueueMode, RecyclingMethod, Runtime,
+};
 use tokio_postgres::Client;
 
+use crate::error::{PostgresError, Server};
 use crate::pg_err;
 use crate::tls::{Connection, Connector};
 
@@ -16,6 +20,8 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Opens one connection outside the pool, its driver task spawned on the runtime.
 pub(crate) async fn connect_one(conn: &Connection) -> Result<Client, StoreError> {
+    let server = Server::of(&conn.config);
+    let connect_err = |e| StoreError::backend("postgres", PostgresError::connect(&server, e));
     let mut config = conn.config.clone();
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
@@ -46,9 +52,36 @@ where
     }
 }
 
-fn connect_err(e: tokio_postgres::Error) -> StoreError {
-    // The driver's message names host and port at most, never the password.
-    StoreError::backend("postgres", e)
+/// The pool, and the server its errors name.
+#[derive(Clone)]
+pub(crate) struct Connections {
+    pool: Pool,
+    server: Server,
+}
+
+impl Connections {
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// A pooled connection: an idle one that is still open, or a new one.
+    pub(crate) async fn get(&self) -> Result<Object, StoreError> {
+        self.pool.get().await.map_err(|e| {
+            let size = self.pool.status().max_size;
+            StoreError::backend(
+                "postgres",
+                PostgresError::pool(&self.server, size, WAIT_TIMEOUT, e),
+            )
+        })
+    }
+
+    /// A pooled connection if one is idle, or can be opened, right now; never waits for
+    /// one to come free.
+    pub(crate) async fn spare(&self) -> Option<Object> {
+        let mut timeouts = self.pool.timeouts();
+        timeouts.wait = Some(Duration::ZERO);
+        self.pool.timeout_get(&timeouts).await.ok()
+    }
 }
 
 /// The pool; every connection starts with `search_path` set so the `vector` type and its
@@ -58,11 +91,12 @@ pub(crate) fn build_pool(
     conn: Connection,
     search_path: &[&str],
     size: usize,
-) -> Result<Pool, StoreError> {
+) -> Result<Connections, StoreError> {
     let Connection {
         mut config,
         connector,
     } = conn;
+    let server = Server::of(&config);
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -90,12 +124,13 @@ pub(crate) fn build_pool(
     // keep landing on the same backend, whose caches (catalog, prepared statements, the
     // BM25 statement's generic plan) are warm, instead of cycling through every
     // connection the pool ever opened.
-    Pool::builder(manager)
+    let pool = Pool::builder(manager)
         .max_size(size)
         .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(WAIT_TIMEOUT))
         .create_timeout(Some(CONNECT_TIMEOUT))
         .build()
-        .map_err(pg_err)
+        .map_err(pg_err)?;
+    Ok(Connections { pool, server })
 }

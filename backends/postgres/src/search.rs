@@ -10,8 +10,9 @@
 //!
 //! - dense: candidates and their order by pgvector's `<=>` (see [`crate::dense`]), with
 //!   every run of near-equal distances re-ordered by the core's own cosine
-//!   (`cortex_unit_dot`), 1-based, ties by insertion sequence (in HNSW mode, which is
-//!   approximate anyway, by `<=>` alone);
+//!   (`cortex_unit_dot`, once per distinct embedding, see [`crate::tie_break`]), 1-based,
+//!   ties by insertion sequence (in HNSW mode, which is approximate anyway, by `<=>`
+//!   alone);
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
 //!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
 //!   the query terms' order (byte order, see [`summed_in_order`]), only memories with a
@@ -1167,7 +1168,8 @@ const SECOND_STAGE: usize = 16;
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
 /// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal
-/// distances re-ordered by the core's own cosine (`cortex_unit_dot`).
+/// distances re-ordered by the core's own cosine (`cortex_unit_dot`, once per distinct
+/// embedding, see [`crate::tie_break`]).
 fn exact_dense(with: &mut WithClause, names: &Names, user: &str, query: &Vector, pool: usize) {
     let memories = || names.table("memories");
     let margin = candidate_margin(query.as_slice().len());
@@ -1214,73 +1216,9 @@ fn exact_dense(with: &mut WithClause, names: &Names, user: &str, query: &Vector,
     );
     // Runs of candidates whose consecutive distances lie within the margin: between runs
     // pgvector's order is the core's; within a run of more than one, only the core's own
-    // arithmetic can order them, so only those are re-scored (with real-valued embeddings
-    // that is almost never; with tied vectors it is every tie).
-    cte(
-        with,
-        "d_gaps",
-        Query::select()
-            .columns(["seq", "dist"])
-            .expr_as(
-                Expr::cust_with_values(
-                    "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
-                     THEN 1 ELSE 0 END",
-                    [margin],
-                ),
-                "step",
-            )
-            .from("d_cand")
-            .to_owned(),
-    );
-    cte(
-        with,
-        "d_runs",
-        Query::select()
-            .columns(["seq", "dist"])
-            .expr_as(Expr::cust("sum(step) OVER (ORDER BY dist, seq)"), "run")
-            .from("d_gaps")
-            .to_owned(),
-    );
-    // The exact score through a keyed lookup, only for rows in runs (a join would read
-    // every candidate's embedding).
-    cte(
-        with,
-        "d_scored",
-        Query::select()
-            .column(("r", "seq"))
-            .column(("r", "run"))
-            .expr_as(
-                Expr::cust_with_values(
-                    format!(
-                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
-                         THEN (SELECT {}(m.embedding::real[], $1::vector::real[]) \
-                               FROM {} m WHERE m.seq = r.seq) END",
-                        names.q("cortex_unit_dot"),
-                        names.q("memories"),
-                    ),
-                    [query.clone()],
-                ),
-                "score",
-            )
-            .from_as("d_runs", "r")
-            .to_owned(),
-    );
-    cte(
-        with,
-        "dense",
-        Query::select()
-            .column("seq")
-            .expr_as(
-                Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
-                "rnk",
-            )
-            .from("d_scored")
-            .order_by("run", Order::Asc)
-            .order_by("score", Order::Desc)
-            .order_by("seq", Order::Asc)
-            .limit(sql_count(pool))
-            .to_owned(),
-    );
+    // arithmetic can order them (with real-valued embeddings that is almost never; with
+    // tied vectors it is every tie).
+    crate::tie_break::ranked(with, names, query, margin, sql_count(pool));
 }
 
 fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {

@@ -69,8 +69,8 @@ pub(crate) fn sea_err(e: sea_query::error::Error) -> StoreError {
 pub(crate) fn is_foreign_key_violation(e: &StoreError) -> bool {
     match e {
         StoreError::Backend { source, .. } => source
-            .downcast_ref::<tokio_postgres::Error>()
-            .and_then(tokio_postgres::Error::code)
+            .downcast_ref::<crate::PostgresError>()
+            .and_then(crate::PostgresError::code)
             .is_some_and(|c| *c == tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION),
         _ => false,
     }

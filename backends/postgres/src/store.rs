@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
@@ -28,6 +27,7 @@ use crate::config::{DenseMode, PostgresConfig};
 use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
 use crate::lexical_paths::{LexicalPath, LexicalPaths, PathCounters, RarestFirstLookups};
+use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
@@ -43,7 +43,7 @@ pub struct PostgresStore {
 }
 
 struct Inner {
-    pool: Pool,
+    pool: Connections,
     names: Names,
     config: PostgresConfig,
     server: ServerInfo,
@@ -123,11 +123,11 @@ impl PostgresStore {
 
     /// The pool, for tools and tests that need plain SQL next to the store.
     pub fn pool(&self) -> &Pool {
-        &self.inner.pool
+        self.inner.pool.pool()
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.inner.pool.get().await.map_err(pg_err)
+        self.inner.pool.get().await
     }
 
     fn names(&self) -> &Names {
@@ -446,9 +446,7 @@ impl PostgresStore {
     /// leave every search waiting on every other. A failed connect is no error: the search
     /// then runs on one connection.
     async fn spare_client(&self) -> Option<deadpool_postgres::Object> {
-        let mut timeouts = self.inner.pool.timeouts();
-        timeouts.wait = Some(Duration::ZERO);
-        self.inner.pool.timeout_get(&timeouts).await.ok()
+        self.inner.pool.spare().await
     }
 }
 

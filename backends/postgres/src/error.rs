@@ -1,0 +1,401 @@
+//! What a failed call says: which server it tried (never the password) and why it
+//! failed, in words an operator can act on.
+//!
+//! The driver's own messages hide both: its `Display` is only the kind ("db error",
+//! "error connecting to server"), the server's message and the socket error sit in the
+//! source chain, and a pool error adds "Error occurred while creating a new object" in
+//! front. Every driver and pool error is therefore classified into a [`Cause`] here, and
+//! carried as a [`PostgresError`] (the source of `StoreError::Backend`, so callers can
+//! downcast to it), with the driver's error kept as its source.
+
+use std::fmt;
+use std::time::Duration;
+
+use cortex_core::error::BoxError;
+use deadpool_postgres::{PoolError, TimeoutType};
+use tokio_postgres::config::Host;
+use tokio_postgres::error::{DbError, SqlState};
+
+/// The server a store connects to, as errors name it: host(s) and port(s), database and
+/// user. Never the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    addresses: Vec<String>,
+    dbname: Option<String>,
+    user: Option<String>,
+}
+
+impl Server {
+    pub(crate) fn of(config: &tokio_postgres::Config) -> Self {
+        let ports = config.get_ports();
+        let addresses = config
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                // As the driver pairs them: one port for every host, or the i-th.
+                let port = match ports {
+                    [] => 5432,
+                    [one] => *one,
+                    many => many.get(i).copied().unwrap_or(5432),
+                };
+                match host {
+                    Host::Tcp(name) if name.contains(':') => format!("[{name}]:{port}"),
+                    Host::Tcp(name) => format!("{name}:{port}"),
+                    #[cfg(unix)]
+                    Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
+                }
+            })
+            .collect();
+        Self {
+            addresses,
+            dbname: config.get_dbname().map(str::to_owned),
+            user: config.get_user().map(str::to_owned),
+        }
+    }
+
+    /// Where it listens (`host:port`, comma-separated when there are several).
+    pub fn addresses(&self) -> &[String] {
+        &self.addresses
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.addresses.is_empty() {
+            true => f.write_str("the default server")?,
+            false => f.write_str(&self.addresses.join(","))?,
+        }
+        match (&self.dbname, &self.user) {
+            (Some(db), Some(user)) => write!(f, " (database \"{db}\", user \"{user}\")"),
+            (Some(db), None) => write!(f, " (database \"{db}\")"),
+            (None, Some(user)) => write!(f, " (user \"{user}\")"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// Why a call to the server failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// Nothing accepted the TCP connection: the server is down or restarting, or listens
+    /// elsewhere.
+    Refused,
+    /// The connection attempt got no answer in time.
+    TimedOut,
+    /// The server is shutting down, or terminated the session (SQLSTATE 57P01 admin
+    /// shutdown or `pg_terminate_backend`, 57P02 crash shutdown).
+    ShuttingDown { code: String, message: String },
+    /// The server is up but not accepting connections yet, or any more (57P03: starting
+    /// up, shutting down, in recovery).
+    NotAccepting { code: String, message: String },
+    /// The server refused the credentials or the role (28P01, 28000), or the client had
+    /// none to give.
+    Authentication {
+        code: Option<String>,
+        message: String,
+    },
+    /// The TLS handshake failed, or the server does not offer TLS where it is required.
+    Tls(String),
+    /// The connection closed under a call: the server went away or the network dropped
+    /// it.
+    Closed,
+    /// Another socket-level failure (the host name did not resolve, the network is
+    /// unreachable).
+    Network(String),
+    /// The server refused the statement (`detail` is left out of the message: it can quote
+    /// a whole failing row).
+    Server {
+        code: String,
+        message: String,
+        detail: Option<String>,
+        hint: Option<String>,
+    },
+    /// Anything else the driver reported.
+    Other(String),
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Refused => f.write_str(
+                "connection refused: nothing is listening there (is the server running, \
+                 restarting, or on another host or port?)",
+            ),
+            Cause::TimedOut => f.write_str("timed out: the server did not answer in time"),
+            Cause::ShuttingDown { code, message } => write!(
+                f,
+                "the server is shutting down or terminated the connection (SQLSTATE {code}: \
+                 {message})"
+            ),
+            Cause::NotAccepting { code, message } => write!(
+                f,
+                "the server is not accepting connections (SQLSTATE {code}: {message})"
+            ),
+            Cause::Authentication {
+                code: Some(code),
+                message,
+            } => write!(f, "authentication failed (SQLSTATE {code}: {message})"),
+            Cause::Authentication {
+                code: None,
+                message,
+            } => write!(f, "authentication failed: {message}"),
+            Cause::Tls(message) => write!(f, "TLS failed: {message}"),
+            Cause::Closed => f.write_str(
+                "the connection closed (the server restarted or terminated the session, or \
+                 the network dropped it)",
+            ),
+            Cause::Network(message) => write!(f, "network error: {message}"),
+            // Not the detail: it can quote a whole failing row (content, embedding).
+            Cause::Server {
+                code,
+                message,
+                hint,
+                ..
+            } => {
+                write!(f, "{message} (SQLSTATE {code})")?;
+                match hint {
+                    Some(hint) => write!(f, "; hint: {hint}"),
+                    None => Ok(()),
+                }
+            }
+            Cause::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+/// A Postgres failure, classified (the source of `StoreError::Backend`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PostgresError {
+    /// A new connection could not be opened.
+    #[error("cannot connect to {server}: {cause}")]
+    Connect {
+        server: Server,
+        cause: Cause,
+        #[source]
+        source: Option<tokio_postgres::Error>,
+    },
+    /// Every pooled connection stayed in use for the whole wait.
+    #[error("no connection to {server} came free within {waited:?}: all {size} are in use")]
+    PoolExhausted {
+        server: Server,
+        waited: Duration,
+        size: usize,
+    },
+    /// A call on an open connection failed.
+    #[error("{cause}")]
+    Call {
+        cause: Cause,
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl PostgresError {
+    /// Why it failed.
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            PostgresError::Connect { cause, .. } | PostgresError::Call { cause, .. } => Some(cause),
+            PostgresError::PoolExhausted { .. } => None,
+        }
+    }
+
+    /// The server's SQLSTATE, when the server reported the failure.
+    pub fn code(&self) -> Option<&SqlState> {
+        let source = match self {
+            PostgresError::Connect { source, .. } => source.as_ref(),
+            PostgresError::Call { source, .. } => source
+                .as_ref()
+                .and_then(|s| s.downcast_ref::<tokio_postgres::Error>()),
+            PostgresError::PoolExhausted { .. } => None,
+        };
+        source.and_then(tokio_postgres::Error::code)
+    }
+
+    /// Opening a connection to `server` failed.
+    pub(crate) fn connect(server: &Server, e: tokio_postgres::Error) -> Self {
+        PostgresError::Connect {
+            server: server.clone(),
+            cause: classify(&e),
+            source: Some(e),
+        }
+    }
+
+    /// Taking a connection from the pool (`size` at most) failed: opening one, or waiting
+    /// for one.
+    pub(crate) fn pool(server: &Server, size: usize, waited: Duration, e: PoolError) -> Self {
+        let connect = |cause| PostgresError::Connect {
+            server: server.clone(),
+            cause,
+            source: None,
+        };
+        match e {
+            PoolError::Backend(e) => Self::connect(server, e),
+            PoolError::Timeout(TimeoutType::Wait) => PostgresError::PoolExhausted {
+                server: server.clone(),
+                waited,
+                size,
+            },
+            PoolError::Timeout(TimeoutType::Create | TimeoutType::Recycle) => {
+                connect(Cause::TimedOut)
+            }
+            PoolError::Closed => connect(Cause::Other("the store's pool is closed".into())),
+            other => connect(Cause::Other(other.to_string())),
+        }
+    }
+
+    /// A call failed with `e`: a driver error is classified, anything else kept as it is.
+    pub(crate) fn call(e: BoxError) -> BoxError {
+        match e.downcast::<tokio_postgres::Error>() {
+            Ok(e) => Box::new(PostgresError::Call {
+                cause: classify(&e),
+                source: Some(e),
+            }),
+            Err(e) => match e.downcast::<PoolError>() {
+                // A pool used without the store's server at hand (a tool's, a test's).
+                Ok(e) => Box::new(PostgresError::Call {
+                    cause: match *e {
+                        PoolError::Backend(e) => classify(&e),
+                        other => Cause::Other(other.to_string()),
+                    },
+                    source: None,
+                }),
+                Err(e) => e,
+            },
+        }
+    }
+}
+
+/// What a driver error means.
+pub(crate) fn classify(e: &tokio_postgres::Error) -> Cause {
+    if let Some(db) = e.as_db_error() {
+        return from_server(db);
+    }
+    let mut io_error = None;
+    let mut innermost = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if io_error.is_none() {
+            io_error = s.downcast_ref::<std::io::Error>();
+        }
+        innermost = Some(s);
+        source = s.source();
+    }
+    let detail = innermost.map_or_else(String::new, ToString::to_string);
+    // The driver's kinds are private; its display names them.
+    match e.to_string().as_str() {
+        "error performing TLS handshake" => return Cause::Tls(detail),
+        "authentication error" => {
+            return Cause::Authentication {
+                code: None,
+                message: detail,
+            };
+        }
+        "timeout waiting for server" => return Cause::TimedOut,
+        _ => {}
+    }
+    if let Some(io) = io_error {
+        use std::io::ErrorKind;
+        return match io.kind() {
+            ErrorKind::ConnectionRefused => Cause::Refused,
+            ErrorKind::TimedOut => Cause::TimedOut,
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof => Cause::Closed,
+            _ => Cause::Network(io.to_string()),
+        };
+    }
+    if e.is_closed() {
+        return Cause::Closed;
+    }
+    match detail.is_empty() {
+        true => Cause::Other(e.to_string()),
+        false => Cause::Other(format!("{e}: {detail}")),
+    }
+}
+
+fn from_server(db: &DbError) -> Cause {
+    let code = db.code().code().to_owned();
+    let message = db.message().to_owned();
+    let state = db.code();
+    if *state == SqlState::ADMIN_SHUTDOWN || *state == SqlState::CRASH_SHUTDOWN {
+        Cause::ShuttingDown { code, message }
+    } else if *state == SqlState::CANNOT_CONNECT_NOW {
+        Cause::NotAccepting { code, message }
+    } else if *state == SqlState::INVALID_PASSWORD
+        || *state == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    {
+        Cause::Authentication {
+            code: Some(code),
+            message,
+        }
+    } else {
+        Cause::Server {
+            code,
+            message,
+            detail: db.detail().map(str::to_owned),
+            hint: db.hint().map(str::to_owned),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(url: &str) -> String {
+        let config: tokio_postgres::Config = url.parse().unwrap_or_else(|e| panic!("{e}"));
+        Server::of(&config).to_string()
+    }
+
+    #[test]
+    fn a_server_is_named_without_its_password() {
+        assert_eq!(
+            server("postgres://cortex:s3cret@db.internal:6543/memories"),
+            "db.internal:6543 (database \"memories\", user \"cortex\")"
+        );
+        assert_eq!(
+            server("host=a,b port=1,2 user=u password=s3cret"),
+            "a:1,b:2 (user \"u\")"
+        );
+        assert_eq!(server("postgres://[::1]/x"), "[::1]:5432 (database \"x\")");
+        assert!(!server("postgres://u:s3cret@h/d").contains("s3cret"));
+    }
+
+    #[test]
+    fn causes_say_what_to_check() {
+        assert!(Cause::Refused.to_string().contains("refused"));
+        let shutdown = Cause::ShuttingDown {
+            code: "57P01".into(),
+            message: "terminating connection due to administrator command".into(),
+        };
+        assert!(shutdown.to_string().contains("shutting down"), "{shutdown}");
+        assert!(shutdown.to_string().contains("57P01"), "{shutdown}");
+        let refused_row = Cause::Server {
+            code: "23514".into(),
+            message: "new row violates check constraint".into(),
+            detail: Some("Failing row contains (private words, [0.1,0.2])".into()),
+            hint: None,
+        };
+        assert_eq!(
+            refused_row.to_string(),
+            "new row violates check constraint (SQLSTATE 23514)"
+        );
+        let e = PostgresError::PoolExhausted {
+            server: Server {
+                addresses: vec!["h:5432".into()],
+                dbname: None,
+                user: None,
+            },
+            waited: Duration::from_secs(30),
+            size: 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "no connection to h:5432 came free within 30s: all 8 are in use"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! The exact dense tie-break: the core's own cosine (`cortex_unit_dot`) for candidates
+//! whose pgvector distances lie too close together for pgvector to order them as the core
+//! does (see [`crate::dense`]).
+//!
+//! `cortex_unit_dot` is a PL/pgSQL loop, about 0.2 ms per call at 384 dimensions: scored
+//! once per tied candidate, 4,600 memories sharing one vector cost 0.6-1 s per search
+//! (docs/BENCHMARKS.md, "Mass ties on the Postgres pushdown"). Equal embeddings have equal
+//! exact scores whatever the query, so the tie-break scores each distinct embedding once
+//! and hands its score to every tied candidate holding the same embedding. A cheap key (the
+//! distance and an inner product with a fixed probe vector, both C) groups the candidates
+//! that are likely equal; each group's first candidate is scored, and every other member
+//! is compared with it for equality before it takes that score (a member that differs, a
+//! key collision, is scored itself), so the ranks stay exactly the core's. The cost is
+//! one exact score per distinct tied embedding plus two key lookups per tied candidate.
+
+use pgvector::Vector;
+use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query, SelectStatement, WithClause};
+
+use crate::schema::Names;
+
+/// Adds the CTEs that rank `d_cand` (`seq`, `dist`: the exact-mode candidates, a superset
+/// of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
+/// `pool`, 1-based. Runs of candidates whose consecutive distances lie within `margin` are
+/// ordered by the core's score, then by sequence; between runs pgvector's order is the
+/// core's.
+pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margin: f64, pool: u64) {
+    let memories = names.q("memories");
+    let unit_dot = names.q("cortex_unit_dot");
+    let probe = Vector::from(probe(query.as_slice().len()));
+    cte(
+        with,
+        "d_gaps",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(
+                Expr::cust_with_values(
+                    "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
+                     THEN 1 ELSE 0 END",
+                    [margin],
+                ),
+                "step",
+            )
+            .from("d_cand")
+            .to_owned(),
+    );
+    // (dist, seq) is unique, so a ROWS frame sums the same as the default RANGE one, and
+    // does not look for peers.
+    cte(
+        with,
+        "d_runs",
+        Query::select()
+            .columns(["seq", "dist"])
+            .expr_as(
+                Expr::cust("sum(step) OVER (ORDER BY dist, seq ROWS UNBOUNDED PRECEDING)"),
+                "run",
+            )
+            .from("d_gaps")
+            .to_owned(),
+    );
+    // Only runs of more than one need the exact score; their members get the key, each
+    // through a keyed lookup (a join could read every candidate's embedding).
+    cte(
+        with,
+        "d_keyed",
+        Query::select()
+            .columns([("r", "seq"), ("r", "dist"), ("r", "run")])
+            .expr_as(
+                Expr::cust_with_values(
+                    format!(
+                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
+                         THEN (SELECT m.embedding <#> $1::vector FROM {memories} m \
+                               WHERE m.seq = r.seq) END"
+                    ),
+                    [probe],
+                ),
+                "probe",
+            )
+            .from_as("d_runs", "r")
+            .to_owned(),
+    );
+    // One exact score per key: its first member's. Materialised, so each is computed
+    // once, not once per row it is joined to; the lateral lookup stays a keyed one.
+    let firsts = Query::select()
+        .columns(["run", "dist", "probe"])
+        .expr_as(Expr::cust("min(seq)"), "seq")
+        .from("d_keyed")
+        .and_where(Expr::cust("probe IS NOT NULL"))
+        .group_by_columns(["run", "dist", "probe"])
+        .to_owned();
+    let exact = Query::select()
+        .expr_as(Expr::cust("m.embedding"), "embedding")
+        .expr_as(
+            Expr::cust_with_values(
+                format!("{unit_dot}(m.embedding::real[], $1::vector::real[])"),
+                [query.clone()],
+            ),
+            "score",
+        )
+        .from_as(names.table("memories"), "m")
+        .and_where(Expr::cust("m.seq = f.seq"))
+        .offset(0)
+        .to_owned();
+    with.cte(
+        CommonTableExpression::new()
+            .query(
+                Query::select()
+                    .columns([("f", "run"), ("f", "dist"), ("f", "probe"), ("f", "seq")])
+                    .columns([("x", "embedding"), ("x", "score")])
+                    .from_subquery(firsts, "f")
+                    .join_lateral(JoinType::InnerJoin, exact, "x", Expr::cust("true"))
+                    .to_owned(),
+            )
+            .table_name("d_first")
+            .materialized(true)
+            .to_owned(),
+    );
+    // Every tied candidate: its key's score when its embedding is that key's, else its
+    // own (a key collision).
+    cte(
+        with,
+        "d_scored",
+        Query::select()
+            .columns([("k", "seq"), ("k", "run")])
+            .expr_as(
+                Expr::cust_with_values(
+                    format!(
+                        "CASE WHEN k.probe IS NULL THEN NULL \
+                         WHEN k.seq = f.seq THEN f.score \
+                         ELSE (SELECT CASE WHEN m.embedding = f.embedding THEN f.score \
+                               ELSE {unit_dot}(m.embedding::real[], $1::vector::real[]) END \
+                               FROM {memories} m WHERE m.seq = k.seq) END"
+                    ),
+                    [query.clone()],
+                ),
+                "score",
+            )
+            .from_as("d_keyed", "k")
+            .join_as(
+                JoinType::LeftJoin,
+                "d_first",
+                "f",
+                Expr::cust("f.run = k.run AND f.dist = k.dist AND f.probe = k.probe"),
+            )
+            .to_owned(),
+    );
+    cte(
+        with,
+        "dense",
+        Query::select()
+            .column("seq")
+            .expr_as(
+                Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
+                "rnk",
+            )
+            .from("d_scored")
+            .order_by("run", Order::Asc)
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(pool)
+            .to_owned(),
+    );
+}
+
+fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
+    with.cte(
+        CommonTableExpression::new()
+            .query(select)
+            .table_name(name)
+            .to_owned(),
+    );
+}
+
+/// A fixed vector of `dimension` components in [-1, 1], different at every position, so
+/// its inner product with an embedding tells most distinct embeddings at one distance
+/// apart (a permutation or a sign flip changes it). It only groups: equality is checked.
+fn probe(dimension: usize) -> Vec<f32> {
+    let mut state: u64 = 0x243f_6a88_85a3_08d3;
+    (0..dimension)
+        .map(|_| {
+            // SplitMix64.
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            ((z >> 40) as f64 / (1u64 << 24) as f64 * 2.0 - 1.0) as f32
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_is_fixed_bounded_and_varied() {
+        let p = probe(384);
+        assert_eq!(p, probe(384));
+        assert_eq!(p[..13], probe(13)[..]);
+        assert!(p.iter().all(|x| (-1.0..=1.0).contains(x)));
+        let mut distinct = p.clone();
+        distinct.sort_by(f32::total_cmp);
+        distinct.dedup();
+        assert!(distinct.len() > 380, "{}", distinct.len());
+    }
+}

@@ -1,0 +1,151 @@
+//! Mass ties on the Postgres pushdown: every memory stores the same vector, so every dense
+//! distance ties and the exact tie-break (the core's own arithmetic, which only it can
+//! order near-equal distances by) meets its worst case. Duplicate-heavy data, or the fake
+//! embedder on texts with the same words, looks like this.
+//!
+//! Measured: one exact `search` (one-word query, limit 10) against `hybrid_retrieve` over
+//! the same memories in process, with the results checked equal; and, as the control, the
+//! same texts with a distinct vector each (no ties: the common case, which the tie-break
+//! must not slow down).
+
+use std::time::Instant;
+
+use cortex_core::tokenizer::query_terms;
+use cortex_core::{
+    EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest, hybrid_retrieve,
+};
+use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
+use cortex_providers::FakeProvider;
+use serde_json::{Value, json};
+
+use crate::BoxError;
+use crate::stats::Samples;
+
+const DIM: usize = 384;
+const USER: &str = "bench";
+const TOP_K: usize = 10;
+const WORDS: [&str; 12] = [
+    "deploy", "review", "budget", "lisbon", "coffee", "invoice", "backup", "kernel", "garden",
+    "piano", "ticket", "flight",
+];
+
+/// `sizes` memories each, `queries` timed searches per size; prints a row per size and
+/// kind of vectors.
+pub async fn measure(url: &str, sizes: &[usize], queries: usize) -> Result<Value, BoxError> {
+    println!(
+        "\n| memories | vectors | pushdown p50 (ms) | pushdown p95 (ms) | in-process p50 (ms) | pushdown / in-process |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
+    let mut rows = Vec::new();
+    for &n in sizes {
+        for shared in [true, false] {
+            rows.push(measure_one(url, n, shared, queries).await?);
+        }
+    }
+    Ok(Value::Array(rows))
+}
+
+/// `n` memories, all with one vector (`shared`) or each with its own.
+async fn measure_one(url: &str, n: usize, shared: bool, queries: usize) -> Result<Value, BoxError> {
+    let fake = FakeProvider::new(DIM);
+    let signature = EmbeddingSignature::new("bench-ties", DIM);
+    let mut state = n as u64;
+    let mut vector = || -> Vec<f32> {
+        match shared {
+            true => fake.vector("the same words in every memory"),
+            false => (0..DIM)
+                .map(|_| {
+                    // SplitMix64, mapped to [-1, 1].
+                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^= z >> 31;
+                    ((z >> 40) as f64 / (1u64 << 24) as f64 * 2.0 - 1.0) as f32
+                })
+                .collect(),
+        }
+    };
+    let kind = if shared { "one shared" } else { "distinct" };
+    let schema = format!("cortex_bench_ties_{n}");
+    let config = PostgresConfig {
+        schema: Some(schema.clone()),
+        dense_mode: DenseMode::Exact,
+        ..PostgresConfig::new(url)
+    };
+    let store = PostgresStore::connect(config.clone()).await?;
+    store
+        .pool()
+        .get()
+        .await?
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await?;
+    let store = PostgresStore::connect(config).await?;
+    eprintln!("loading {n} memories, {kind} vectors...");
+    for i in 0..n {
+        // "meeting" in every memory, so the one-word query's BM25 side also ranks
+        // them all; lengths vary so its scores do not all tie too.
+        let extra = (0..1 + i % 7)
+            .map(|j| WORDS[(i * 5 + j * 3) % WORDS.len()])
+            .collect::<Vec<_>>()
+            .join(" ");
+        let text = format!("meeting {extra} {i}");
+        let memory = NewMemory::new(USER, &text, MemoryKind::Note, &[], 1 << 16)?;
+        store.add(&memory, &vector(), &signature).await?;
+    }
+    store
+        .pool()
+        .get()
+        .await?
+        .batch_execute(&format!(
+            "VACUUM ANALYZE {schema}.memories, {schema}.postings, {schema}.terms"
+        ))
+        .await?;
+    let request = SearchRequest {
+        query: "meeting".into(),
+        terms: query_terms("meeting"),
+        embedding: fake.vector("meeting"),
+        top_k: TOP_K,
+    };
+    let index = store.build_index(USER, DIM).await?.index;
+    let expected = hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K);
+    let got = store.search(USER, &request).await?;
+    let view = |hits: &[cortex_core::ScoredMemory]| -> Vec<(uuid::Uuid, u64)> {
+        hits.iter()
+            .map(|h| (h.memory.id, h.score.to_bits()))
+            .collect()
+    };
+    if view(&expected) != view(&got) {
+        return Err(format!("{n} memories, {kind} vectors: the pushdown differs").into());
+    }
+    let (mut pushdown, mut local) = (Samples::default(), Samples::default());
+    for _ in 0..queries {
+        let start = Instant::now();
+        std::hint::black_box(store.search(USER, &request).await?);
+        pushdown.push(start.elapsed());
+        std::hint::black_box(
+            local.time(|| hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K)),
+        );
+    }
+    println!(
+        "| {n} | {kind} | {:.1} | {:.1} | {:.2} | {:.1}x |",
+        pushdown.p50(),
+        pushdown.p95(),
+        local.p50(),
+        pushdown.p50() / local.p50()
+    );
+    let row = json!({
+        "n": n,
+        "shared_vector": shared,
+        "pushdown_p50_ms": pushdown.p50(),
+        "pushdown_p95_ms": pushdown.p95(),
+        "in_process_p50_ms": local.p50(),
+    });
+    store
+        .pool()
+        .get()
+        .await?
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await?;
+    Ok(row)
+}
