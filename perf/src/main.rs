@@ -5,7 +5,7 @@
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
-//!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS]]
+//!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
 //!     [--local-model DIR [--local-count 10000] [--local-queries 200]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
@@ -19,6 +19,7 @@ mod local;
 mod peer;
 mod postgres;
 mod stats;
+mod ties;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +30,7 @@ use cortex_core::{
 };
 use cortex_providers::FakeProvider;
 use cortex_providers::fake::FAKE_MODEL;
-use cortex_sqlite::SqliteStore;
+use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde_json::{Value, json};
@@ -98,6 +99,10 @@ struct Options {
     /// (terms, BM25 path, median of this many runs, planning and execution time).
     #[arg(long)]
     pg_trace: Option<usize>,
+    /// Instead of everything else, time exact Postgres searches over this many memories
+    /// sharing one vector (every dense distance tied) against the in-process path.
+    #[arg(long, value_delimiter = ',')]
+    pg_ties: Option<Vec<usize>>,
 }
 
 fn options() -> Options {
@@ -109,6 +114,21 @@ async fn main() -> Result<(), BoxError> {
     let opts = options();
     if cfg!(debug_assertions) {
         eprintln!("cortex-perf: this is a debug build; its timings mean nothing (use --release)");
+    }
+    if let Some(sizes) = &opts.pg_ties {
+        let url = opts
+            .postgres
+            .as_deref()
+            .ok_or("--pg-ties needs --postgres URL")?;
+        let rows = ties::measure(url, sizes, opts.pg_queries.unwrap_or(20)).await?;
+        if let Some(path) = &opts.json {
+            std::fs::write(
+                path,
+                serde_json::to_string_pretty(&json!({ "ties": rows }))?,
+            )?;
+            eprintln!("wrote {path}");
+        }
+        return Ok(());
     }
     let (mut sizes, mut dims, queries) = if opts.quick {
         (vec![1_000, 5_000], vec![384], 20)
@@ -135,10 +155,18 @@ async fn main() -> Result<(), BoxError> {
     }
     let write = measure_memorize(if opts.quick { 300 } else { 5_000 }).await?;
     println!(
-        "\nmemorize, durable (WAL, synchronous=NORMAL), Fake embedder, d=384: {:.0} memories/s ({} in {:.2} s)",
+        "\nmemorize, WAL + synchronous=FULL (the default), Fake embedder, d=384: {:.0} memories/s ({} in {:.2} s)",
         write["per_second"].as_f64().unwrap_or(0.0),
         write["count"],
         write["seconds"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "memorize p50 / p95: FULL {:.2} / {:.2} ms, NORMAL {:.2} / {:.2} ms; NORMAL is {:.2}x as fast",
+        write["full"]["p50_ms"].as_f64().unwrap_or(0.0),
+        write["full"]["p95_ms"].as_f64().unwrap_or(0.0),
+        write["normal"]["p50_ms"].as_f64().unwrap_or(0.0),
+        write["normal"]["p95_ms"].as_f64().unwrap_or(0.0),
+        write["normal_speedup"].as_f64().unwrap_or(0.0)
     );
     let local = match &opts.local_model {
         Some(dir) => {
@@ -340,16 +368,50 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
     }))
 }
 
+/// Memorize through the engine on SQLite at both commit durabilities, in alternating
+/// rounds so that both see the same machine: FULL (the default, an fsync per commit) and
+/// NORMAL (fsync at checkpoints).
 async fn measure_memorize(count: usize) -> Result<Value, BoxError> {
-    let dir = tempfile::tempdir()?;
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(dir.path().join("w.db"))?);
-    let engine = CortexMemory::new(store, Arc::new(FakeProvider::new(384)));
+    const ROUNDS: usize = 3;
     let mut rng = SmallRng::seed_from_u64(11);
     let texts: Vec<String> = (0..count).map(|_| corpus::text(&mut rng)).collect();
-    let started = Instant::now();
-    for t in &texts {
-        engine.memorize(USER, t, MemoryKind::Note, &[]).await?;
+    let per_round = count.div_ceil(ROUNDS);
+    let mut seconds = [0.0f64; 2];
+    let mut latencies = [Samples::default(), Samples::default()];
+    let modes = [Synchronous::Full, Synchronous::Normal];
+    let dir = tempfile::tempdir()?;
+    let engines = modes
+        .iter()
+        .enumerate()
+        .map(|(i, mode)| {
+            let config = SqliteConfig {
+                synchronous: *mode,
+                ..SqliteConfig::new(dir.path().join(format!("w{i}.db")))
+            };
+            let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&config)?);
+            Ok(CortexMemory::new(store, Arc::new(FakeProvider::new(384))))
+        })
+        .collect::<Result<Vec<_>, BoxError>>()?;
+    for chunk in texts.chunks(per_round) {
+        for (i, engine) in engines.iter().enumerate() {
+            let started = Instant::now();
+            for t in chunk {
+                let one = Instant::now();
+                engine.memorize(USER, t, MemoryKind::Note, &[]).await?;
+                latencies[i].push(one.elapsed());
+            }
+            seconds[i] += started.elapsed().as_secs_f64();
+        }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(json!({ "count": count, "seconds": seconds, "per_second": count as f64 / seconds }))
+    let report = |i: usize| {
+        json!({
+            "count": count, "seconds": seconds[i], "per_second": count as f64 / seconds[i],
+            "p50_ms": latencies[i].p50(), "p95_ms": latencies[i].p95(),
+        })
+    };
+    Ok(json!({
+        "count": count, "seconds": seconds[0], "per_second": count as f64 / seconds[0],
+        "full": report(0), "normal": report(1),
+        "normal_speedup": seconds[0] / seconds[1],
+    }))
 }

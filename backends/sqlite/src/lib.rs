@@ -9,7 +9,7 @@ mod schema;
 mod store;
 
 pub use schema::SCHEMA_VERSION;
-pub use store::{SqliteStore, default_path};
+pub use store::{SqliteConfig, SqliteStore, Synchronous, default_path};
 
 use cortex_core::StoreError;
 

@@ -27,6 +27,33 @@ use crate::schema::migrate;
 const SIGNATURE_KEY: &str = "embedding_signature";
 const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
 
+/// How long a statement waits for another connection's lock before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Switches a connection to WAL. Entering WAL needs a moment of exclusive access, and
+/// SQLite answers "database is locked" at once, without its busy handler, when another
+/// process is opening the same new file: so it is retried for as long as the busy
+/// timeout would have waited.
+fn enter_wal(conn: &Connection) -> Result<(), StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(db_err(e)),
+        }
+    }
+}
+
 /// `~/.cortex/memory.db`.
 pub fn default_path() -> Result<PathBuf, StoreError> {
     dirs::home_dir()
@@ -50,11 +77,64 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
+/// How hard a commit waits for the disk (SQLite's `PRAGMA synchronous`, in WAL mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Each commit is fsynced before it is acknowledged: a power cut or OS crash loses
+    /// nothing acknowledged. Memories arrive at conversation pace, so the default.
+    #[default]
+    Full,
+    /// Commits are fsynced at checkpoints only: a process crash loses nothing, a power
+    /// cut or OS crash can lose the last commits (the file stays consistent).
+    Normal,
+}
+
+impl Synchronous {
+    /// `full` or `normal`, in any case.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "full" => Some(Self::Full),
+            "normal" => Some(Self::Normal),
+            _ => None,
+        }
+    }
+
+    fn pragma(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Where the file is and how it commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteConfig {
+    pub path: PathBuf,
+    pub synchronous: Synchronous,
+}
+
+impl SqliteConfig {
+    /// The file at `path`, with the default (durable) commits.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            synchronous: Synchronous::default(),
+        }
+    }
+}
+
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path`: parent directory created, file
-    /// mode 0600, WAL, a 5 s busy timeout, foreign keys on, schema migrated forward.
+    /// Opens (creating if needed) the database at `path` with the default settings.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_with(&SqliteConfig::new(path.as_ref()))
+    }
+
+    /// Opens (creating if needed) the database `config` names: parent directory created,
+    /// file mode 0600, WAL, `config.synchronous`, a 5 s busy timeout, foreign keys on,
+    /// schema migrated forward.
+    pub fn open_with(config: &SqliteConfig) -> Result<Self, StoreError> {
+        let path = config.path.clone();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 StoreError::Config(format!("cannot create {}: {e}", parent.display()))
@@ -62,12 +142,13 @@ impl SqliteStore {
         }
         let mut conn = Connection::open(&path).map_err(db_err)?;
         restrict_permissions(&path)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(db_err)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
+        enter_wal(&conn)?;
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {};
              PRAGMA foreign_keys = ON;",
-        )
+            config.synchronous.pragma()
+        ))
         .map_err(db_err)?;
         migrate(&mut conn)?;
         Ok(Self {
@@ -83,6 +164,23 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The commit durability in force on this store's connection, read back from SQLite
+    /// (for diagnostics; it takes the connection's lock briefly).
+    pub fn synchronous(&self) -> Result<Synchronous, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let level: i64 = conn
+            .query_row("PRAGMA synchronous", [], |row| row.get(0))
+            .map_err(db_err)?;
+        // SQLite's numbering: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+        match level {
+            1 => Ok(Synchronous::Normal),
+            2 => Ok(Synchronous::Full),
+            other => Err(StoreError::Config(format!(
+                "PRAGMA synchronous is {other}, neither NORMAL nor FULL"
+            ))),
+        }
     }
 
     /// Runs `f` on the connection on the blocking pool, so SQLite never stalls the runtime.

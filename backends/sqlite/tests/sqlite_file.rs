@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cortex_core::{CortexMemory, MemoryKind, MemoryStore, StoreError};
 use cortex_providers::FakeProvider;
-use cortex_sqlite::{SCHEMA_VERSION, SqliteStore};
+use cortex_sqlite::{SCHEMA_VERSION, SqliteConfig, SqliteStore, Synchronous};
 use rusqlite::Connection;
 
 #[test]
@@ -60,6 +60,24 @@ fn uses_wal_foreign_keys_and_records_the_schema_version() {
             "missing table {table}: {tables:?}"
         );
     }
+}
+
+#[test]
+fn commits_are_durable_by_default_and_normal_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.synchronous().unwrap(), Synchronous::Full);
+    drop(store);
+    let normal = SqliteConfig {
+        synchronous: Synchronous::Normal,
+        ..SqliteConfig::new(&path)
+    };
+    let store = SqliteStore::open_with(&normal).unwrap();
+    assert_eq!(store.synchronous().unwrap(), Synchronous::Normal);
+    assert_eq!(Synchronous::parse(" NORMAL "), Some(Synchronous::Normal));
+    assert_eq!(Synchronous::parse("full"), Some(Synchronous::Full));
+    assert_eq!(Synchronous::parse("off"), None);
 }
 
 #[test]
