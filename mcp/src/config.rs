@@ -11,6 +11,7 @@ use cortex_core::memory::validate_user;
 use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError, Tier};
 use cortex_postgres::PostgresConfig;
 use cortex_providers::{LlmProviderKind, ProviderConfig, RerankConfig};
+use cortex_sqlite::{SqliteConfig, Synchronous};
 
 /// Every environment variable the server reads, its own and those of the crates it wires
 /// (providers, logging). `.env.example` and `docs/CONFIGURATION.md` list exactly these; a
@@ -18,6 +19,7 @@ use cortex_providers::{LlmProviderKind, ProviderConfig, RerankConfig};
 pub const ENV_VARS: &[&str] = &[
     // Storage and identity.
     "CORTEX_DB_PATH",
+    "CORTEX_SQLITE_SYNCHRONOUS",
     "CORTEX_DATABASE_URL",
     "CORTEX_USER_ID",
     // Postgres (read by cortex_postgres::PostgresConfig).
@@ -72,6 +74,9 @@ pub const ENV_VARS: &[&str] = &[
     // HTTP transport.
     "CORTEX_HTTP_TOKEN",
     "CORTEX_HTTP_ALLOWED_HOSTS",
+    "CORTEX_HTTP_ALLOWED_ORIGINS",
+    "CORTEX_HTTP_MAX_SESSIONS",
+    "CORTEX_HTTP_SESSION_IDLE_SECS",
     // Logging (tracing-subscriber's filter).
     "RUST_LOG",
 ];
@@ -101,7 +106,7 @@ pub enum ConfigError {
 #[derive(Debug, Clone)]
 pub enum Storage {
     /// The embedded default: one SQLite file.
-    Sqlite(PathBuf),
+    Sqlite(SqliteConfig),
     /// PostgreSQL + pgvector, selected by `CORTEX_DATABASE_URL`. Its `Debug` redacts the
     /// URL's password.
     Postgres(PostgresConfig),
@@ -178,6 +183,19 @@ impl ServerConfig {
             soft_update: flag("CORTEX_SOFT_UPDATE")?,
         };
 
+        let sqlite = |path: PathBuf| -> Result<SqliteConfig, ConfigError> {
+            let synchronous = match var("CORTEX_SQLITE_SYNCHRONOUS") {
+                None => Synchronous::default(),
+                Some(text) => Synchronous::parse(&text).ok_or_else(|| ConfigError::Invalid {
+                    variable: "CORTEX_SQLITE_SYNCHRONOUS",
+                    value: text.clone(),
+                    expected: "use full (the default: nothing acknowledged is lost on power \
+                               loss) or normal (faster; a power cut can lose the last commits)"
+                        .into(),
+                })?,
+            };
+            Ok(SqliteConfig { path, synchronous })
+        };
         let storage = match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
             (Some(_), Some(_)) => {
                 // Silently preferring one would write memories somewhere the user did not
@@ -189,8 +207,8 @@ impl ServerConfig {
                 ));
             }
             (None, Some(_)) => Storage::Postgres(PostgresConfig::from_lookup(|name| var(name))?),
-            (Some(path), None) => Storage::Sqlite(expand_home(&path)?),
-            (None, None) => Storage::Sqlite(cortex_sqlite::default_path()?),
+            (Some(path), None) => Storage::Sqlite(sqlite(expand_home(&path)?)?),
+            (None, None) => Storage::Sqlite(sqlite(cortex_sqlite::default_path()?)?),
         };
 
         let providers = ProviderConfig::from_env_map(get)?;
@@ -286,10 +304,11 @@ mod tests {
         assert!(c.reranker.is_none());
         assert_eq!(c.tier, Tier::Cheap);
         assert_eq!(c.layers, Layers::default());
-        let Storage::Sqlite(path) = &c.storage else {
+        let Storage::Sqlite(sqlite) = &c.storage else {
             panic!("SQLite is the default")
         };
-        assert!(path.ends_with(".cortex/memory.db"), "{path:?}");
+        assert!(sqlite.path.ends_with(".cortex/memory.db"), "{sqlite:?}");
+        assert_eq!(sqlite.synchronous, Synchronous::Full);
     }
 
     #[test]
@@ -386,7 +405,20 @@ mod tests {
     #[test]
     fn storage_selection() {
         let c = config(&[("CORTEX_DB_PATH", "/tmp/x.db")]).unwrap();
-        assert!(matches!(&c.storage, Storage::Sqlite(p) if p.as_path() == Path::new("/tmp/x.db")));
+        assert!(
+            matches!(&c.storage, Storage::Sqlite(s) if s.path.as_path() == Path::new("/tmp/x.db"))
+        );
+        let c = config(&[
+            ("CORTEX_DB_PATH", "/tmp/x.db"),
+            ("CORTEX_SQLITE_SYNCHRONOUS", "Normal"),
+        ])
+        .unwrap();
+        assert!(matches!(&c.storage, Storage::Sqlite(s) if s.synchronous == Synchronous::Normal));
+        let bad = config(&[("CORTEX_SQLITE_SYNCHRONOUS", "off")]).unwrap_err();
+        assert!(
+            bad.to_string().contains("CORTEX_SQLITE_SYNCHRONOUS"),
+            "{bad}"
+        );
         let c = config(&[
             ("CORTEX_DATABASE_URL", "postgres://u:hunter2@db/cortex"),
             ("CORTEX_DATABASE_POOL_SIZE", "3"),
@@ -413,7 +445,7 @@ mod tests {
         assert!(err.to_string().contains("not both"), "{err}");
         if let Some(home) = std::env::home_dir() {
             let c = config(&[("CORTEX_DB_PATH", "~/work.db")]).unwrap();
-            assert!(matches!(&c.storage, Storage::Sqlite(p) if *p == home.join("work.db")));
+            assert!(matches!(&c.storage, Storage::Sqlite(s) if s.path == home.join("work.db")));
         }
     }
 

@@ -88,10 +88,10 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
 
 async fn open_store(storage: &Storage) -> Result<Arc<dyn MemoryStore>, EngineError> {
     match storage {
-        Storage::Sqlite(path) => {
-            let path = path.clone();
+        Storage::Sqlite(sqlite) => {
+            let sqlite = sqlite.clone();
             // Opening creates the file and migrates the schema: blocking work.
-            let store = tokio::task::spawn_blocking(move || SqliteStore::open(path))
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(&sqlite))
                 .await
                 .map_err(|e| StoreError::backend("sqlite", e))??;
             tracing::info!(path = %store.path().display(), "using SQLite");

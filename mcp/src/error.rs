@@ -88,6 +88,15 @@ impl From<EngineError> for ToolError {
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // The database being busy, restarting or out of reach is no configuration
+            // mistake: sending the operator to the settings would mislead them.
+            ToolError::NotConfigured(EngineError::Store(
+                e @ cortex_core::StoreError::Backend { .. },
+            )) => write!(
+                f,
+                "Cortex cannot reach its memory store: {e}. This is usually temporary (the \
+                 database is busy, restarting or unreachable); the next call tries again."
+            ),
             ToolError::NotConfigured(e) => write!(
                 f,
                 "Cortex is not set up: {e}. Fix the server's environment variables (see \
@@ -196,5 +205,21 @@ mod tests {
         );
         assert!(!bad.is_server_side());
         assert!(bad.to_string().contains("Nothing was deleted"));
+    }
+
+    #[test]
+    fn an_unreachable_store_is_not_called_a_configuration_mistake() {
+        let busy = ToolError::from(EngineError::Store(cortex_core::StoreError::backend(
+            "sqlite",
+            std::io::Error::other("database is locked"),
+        )));
+        let msg = busy.to_string();
+        assert!(msg.contains("cannot reach its memory store"), "{msg}");
+        assert!(msg.contains("database is locked"), "{msg}");
+        assert!(!msg.contains("environment variables"), "{msg}");
+        let config = ToolError::from(EngineError::Store(cortex_core::StoreError::Config(
+            "no home directory".into(),
+        )));
+        assert!(config.to_string().contains("environment variables"));
     }
 }

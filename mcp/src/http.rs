@@ -9,15 +9,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{BearerToken, TokenError, require_bearer};
 use crate::engine::LazyEngine;
+use crate::http_screen::screen_body;
+use crate::origin::{AllowedOrigins, OriginError, allowed_origins, require_origin};
+use crate::sessions::{SessionGate, SessionLimitError, SessionLimits, limit_sessions};
 use crate::tools::CortexServer;
 
 /// The path MCP is served at.
@@ -25,7 +27,7 @@ pub const MCP_PATH: &str = "/mcp";
 
 /// Names the DNS-rebinding guard always admits: how a client on the same machine (or
 /// through a published container port) addresses the server.
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// Why HTTP serving could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +41,43 @@ pub enum HttpError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Origins(#[from] OriginError),
+    #[error(transparent)]
+    Sessions(#[from] SessionLimitError),
     #[error("the HTTP server failed: {0}")]
     Serve(#[source] std::io::Error),
+}
+
+/// What the HTTP front admits: `Host` names, browser origins and sessions.
+#[derive(Debug, Clone)]
+pub struct HttpPolicy {
+    pub hosts: AllowedHosts,
+    pub origins: AllowedOrigins,
+    pub sessions: SessionLimits,
+}
+
+impl HttpPolicy {
+    /// Reads the policy's settings through `lookup` (the process environment in the
+    /// binary) for a listener asked for `requested` and bound at `bound`.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        requested: &str,
+        bound: SocketAddr,
+    ) -> Result<Self, HttpError> {
+        let hosts = allowed_hosts(
+            lookup("CORTEX_HTTP_ALLOWED_HOSTS").as_deref(),
+            host_part(requested),
+            bound,
+        );
+        let origins = allowed_origins(lookup("CORTEX_HTTP_ALLOWED_ORIGINS").as_deref(), &hosts)?;
+        let sessions = SessionLimits::from_lookup(&lookup)?;
+        Ok(Self {
+            hosts,
+            origins,
+            sessions,
+        })
+    }
 }
 
 /// Which `Host` headers are served.
@@ -90,31 +127,36 @@ pub fn host_part(addr: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// The app: `/mcp` behind the token and the host guard, and an unauthenticated `/healthz`
-/// for container health checks (it answers "ok" and touches nothing).
+/// The app: `/mcp` behind the origin guard, the token, the body screen and the session
+/// cap (outermost first), with rmcp's host guard inside; and an unauthenticated
+/// `/healthz` for container health checks (it answers "ok" and touches nothing).
 pub fn router(
     engine: Arc<LazyEngine>,
     token: BearerToken,
-    hosts: &AllowedHosts,
+    policy: &HttpPolicy,
     shutdown: &CancellationToken,
 ) -> Router {
     // Cancelling this token on shutdown closes open SSE streams; without it a graceful
     // shutdown waits for every client to hang up.
     let config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
-    let config = match hosts {
+    let config = match &policy.hosts {
         AllowedHosts::Any => config.disable_allowed_hosts(),
         AllowedHosts::Only(list) => config.with_allowed_hosts(list.clone()),
     };
     let server = CortexServer::new(engine);
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = policy.sessions.manager();
+    let gate = Arc::new(SessionGate::new(Arc::clone(&sessions), policy.sessions.max));
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let guarded = Router::new()
         .nest_service(MCP_PATH, mcp)
-        .layer(from_fn_with_state(token, require_bearer));
+        .layer(from_fn_with_state(gate, limit_sessions))
+        .layer(from_fn(screen_body))
+        .layer(from_fn_with_state(token, require_bearer))
+        .layer(from_fn_with_state(
+            Arc::new(policy.origins.clone()),
+            require_origin,
+        ));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .merge(guarded)

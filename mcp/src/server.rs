@@ -59,7 +59,7 @@ pub async fn serve_stdio(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     let running = CortexServer::new(engine)
-        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .serve_with_ct(crate::stdio::stdio(), shutdown)
         .await
         .map_err(Box::new)?;
     let reason = running.waiting().await?;
