@@ -113,8 +113,12 @@ pub(crate) fn build_pool(
     // HNSW planner settings, yet runs in milliseconds interpreted.
     options.push_str(" -c jit=off");
     config.options(&options);
+    // Verified: each checkout first sends an empty statement. A connection whose server
+    // restarted or terminated it may not look closed yet (its driver task has not read
+    // the socket), and handing it out would fail the caller's statement; one round trip
+    // per checkout (BENCHMARKS.md, "Mass ties") buys that no call fails for it.
     let manager_config = ManagerConfig {
-        recycling_method: RecyclingMethod::Fast,
+        recycling_method: RecyclingMethod::Verified,
     };
     let manager = match connector {
         Connector::Plain => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
