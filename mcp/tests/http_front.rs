@@ -201,7 +201,12 @@ fn malformed_bodies_get_json_rpc_answers() {
     let session = server.initialize().session();
     let header = format!("Mcp-Session-Id: {session}");
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-    assert_eq!(server.post(initialized, std::slice::from_ref(&header)).status, 202);
+    assert_eq!(
+        server
+            .post(initialized, std::slice::from_ref(&header))
+            .status,
+        202
+    );
     for params in ["null", r#"{"name":"recall","arguments":"x"}"#, "[]"] {
         let call = format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}"#);
         let answer = server.post(&call, std::slice::from_ref(&header));
