@@ -1,6 +1,6 @@
 //! The ISO-8601 forms `recall_timeline` accepts for `since` and `until`.
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, SecondsFormat, Utc};
 
 /// A date argument that is neither an RFC 3339 datetime nor a plain `YYYY-MM-DD` date.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,16 +22,21 @@ pub fn parse_instant(
     let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(Some(t.with_timezone(&Utc)));
+    let parsed = match DateTime::parse_from_rfc3339(text) {
+        Ok(t) => Some(t.with_timezone(&Utc)),
+        Err(_) => NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .map(|day| day.and_time(chrono::NaiveTime::MIN).and_utc()),
+    };
+    // Only the years 0000-9999 (UTC) RFC 3339 can write: `%Y` also reads "+10000" and
+    // "-1", which the SQLite backend would compare as text out of order.
+    match parsed.filter(|t| (0..=9999).contains(&t.year())) {
+        Some(t) => Ok(Some(t)),
+        None => Err(DateError {
+            field,
+            text: text.to_owned(),
+        }),
     }
-    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        return Ok(Some(day.and_time(chrono::NaiveTime::MIN).and_utc()));
-    }
-    Err(DateError {
-        field,
-        text: text.to_owned(),
-    })
 }
 
 /// The one form every timestamp leaves the server in: RFC 3339, UTC, `Z`.
@@ -74,6 +79,9 @@ mod tests {
             "2024-13-01",
             "2024-05-01T14:30:00",
             "01/05/2024",
+            "+10000-01-01",
+            "-1-01-01",
+            "0000-01-01T00:00:00+01:00",
         ] {
             let err = parse(bad).unwrap_err();
             let msg = err.to_string();

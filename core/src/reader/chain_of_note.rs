@@ -52,11 +52,13 @@ pub fn build_reader_prompt(
 /// Reads `ANSWER:` (and `NOTES:`) from the model's output; without the marker, the first
 /// non-empty line is the answer.
 pub fn parse_reader_answer(text: &str) -> ReaderAnswer {
-    let lower = text.to_lowercase();
+    // ASCII lowercasing keeps every byte offset, so a marker found in the lowered copy
+    // indexes `text` (`to_lowercase` turns the 2-byte 'İ' into 3 bytes).
+    let lower = text.to_ascii_lowercase();
     let (answer, notes) = match lower.find("answer:") {
         Some(at) => {
             let rest = &text[at + "answer:".len()..];
-            match rest.to_lowercase().find("notes:") {
+            match rest.to_ascii_lowercase().find("notes:") {
                 Some(n) => (rest[..n].trim(), rest[n + "notes:".len()..].trim()),
                 None => (rest.trim(), ""),
             }
@@ -154,6 +156,18 @@ mod tests {
             "Miso the cat"
         );
         assert!(parse_reader_answer("").abstained);
+    }
+
+    #[test]
+    fn markers_after_text_that_lowercases_longer() {
+        // Found by `cargo fuzz run extraction`: offsets from a fully lowercased copy
+        // sliced the original out of bounds or inside a character.
+        let a = parse_reader_answer("İanswer:");
+        assert_eq!(a.answer, "");
+        let a = parse_reader_answer("answer:İnotes:");
+        assert_eq!(a.answer, "İ");
+        let a = parse_reader_answer("İ ANSWER: Miso é\nNOTES: ẞ [1]");
+        assert_eq!((a.answer.as_str(), a.notes.as_str()), ("Miso é", "ẞ [1]"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The write-time extraction call: one prompt that yields the episodic event and the graph
 //! facts together, and the parser for what models really answer.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::Value;
 
 use super::ParseError;
@@ -172,9 +172,14 @@ fn normalize_label(label: &str) -> Option<String> {
     (!words.is_empty()).then(|| words.join("_"))
 }
 
-/// Accepts RFC 3339, a date-time without zone (taken as UTC), a date, or a year-month.
+/// Accepts RFC 3339, a date-time without zone (taken as UTC), a date, or a year-month,
+/// in the years 0000-9999 (UTC) that RFC 3339 can write: the SQLite backend stores
+/// event times as RFC 3339 text and could not read `-0002-01-01` (from "-02-01") back.
 pub fn parse_event_time(text: &str) -> Option<DateTime<Utc>> {
-    let t = text.trim();
+    parse_any_event_time(text.trim()).filter(|t| (0..=9999).contains(&t.year()))
+}
+
+fn parse_any_event_time(t: &str) -> Option<DateTime<Utc>> {
     if let Ok(dt) = DateTime::parse_from_rfc3339(t) {
         return Some(dt.with_timezone(&Utc));
     }
@@ -284,5 +289,13 @@ mod tests {
         );
         assert_eq!(parse_event_time("2024-13-01"), None);
         assert_eq!(parse_event_time("yesterday"), None);
+        // Years RFC 3339 cannot write (found by `cargo fuzz run dates`).
+        assert_eq!(parse_event_time("-02-01"), None);
+        assert_eq!(parse_event_time("+10000-01-01"), None);
+        assert_eq!(parse_event_time("0000-01-01T00:00:00+01:00"), None);
+        assert_eq!(
+            parse_event_time("0000-01-01"),
+            Some(utc("0000-01-01T00:00:00Z"))
+        );
     }
 }
