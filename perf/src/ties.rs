@@ -16,6 +16,8 @@ use cortex_core::{
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::BoxError;
@@ -49,21 +51,11 @@ pub async fn measure(url: &str, sizes: &[usize], queries: usize) -> Result<Value
 async fn measure_one(url: &str, n: usize, shared: bool, queries: usize) -> Result<Value, BoxError> {
     let fake = FakeProvider::new(DIM);
     let signature = EmbeddingSignature::new("bench-ties", DIM);
-    let mut state = n as u64;
+    let mut rng = SmallRng::seed_from_u64(n as u64);
     let mut vector = || -> Vec<f32> {
         match shared {
             true => fake.vector("the same words in every memory"),
-            false => (0..DIM)
-                .map(|_| {
-                    // SplitMix64, mapped to [-1, 1].
-                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    z ^= z >> 31;
-                    ((z >> 40) as f64 / (1u64 << 24) as f64 * 2.0 - 1.0) as f32
-                })
-                .collect(),
+            false => (0..DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
         }
     };
     let kind = if shared { "one shared" } else { "distinct" };
