@@ -1221,7 +1221,7 @@ fn exact_dense(with: &mut WithClause, names: &Names, user: &str, query: &Vector,
     crate::tie_break::ranked(with, names, query, margin, sql_count(pool));
 }
 
-fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
+pub(crate) fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
     with.cte(
         CommonTableExpression::new()
             .query(select)

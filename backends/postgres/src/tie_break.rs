@@ -14,9 +14,10 @@
 //! one exact score per distinct tied embedding plus two key lookups per tied candidate.
 
 use pgvector::Vector;
-use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query, SelectStatement, WithClause};
+use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query, WithClause};
 
 use crate::schema::Names;
+use crate::search::cte;
 
 /// Adds the CTEs that rank `d_cand` (`seq`, `dist`: the exact-mode candidates, a superset
 /// of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
@@ -157,15 +158,6 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
             .order_by("score", Order::Desc)
             .order_by("seq", Order::Asc)
             .limit(pool)
-            .to_owned(),
-    );
-}
-
-fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
-    with.cte(
-        CommonTableExpression::new()
-            .query(select)
-            .table_name(name)
             .to_owned(),
     );
 }
