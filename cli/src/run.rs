@@ -7,6 +7,7 @@ use std::time::Instant;
 use cortex_core::{EngineConfig, Tier};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::admin::{commands, doctor};
 use crate::bench::backend::Backend;
 use crate::bench::ingest::{CorpusOptions, Granularity};
 use crate::bench::locomo::report::{
@@ -20,12 +21,12 @@ use crate::bench::report::{BenchReport, QaSetup, REPORT_FORMAT, RunConfig, markd
 use crate::bench::retrieve::Retriever;
 use crate::bench::{RunModels, RunOptions, dataset, metrics, run};
 use crate::cli::{BenchArgs, Cli, Command, Format};
-use crate::error::BenchError;
+use crate::error::{BenchError, CommandError};
 
 /// Fewest memories a retriever must return for the metrics' largest k.
 const MIN_DEPTH: usize = 10;
 
-pub async fn execute(cli: Cli) -> Result<(), BenchError> {
+pub async fn execute(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Bench(args) => {
             let env = |name: &str| std::env::var(name).ok();
@@ -36,6 +37,21 @@ pub async fn execute(cli: Cli) -> Result<(), BenchError> {
             if !args.quiet {
                 print!("{text}");
             }
+            Ok(())
+        }
+        Command::Add(args) => Ok(commands::add(args).await?),
+        Command::Search(args) => Ok(commands::search(args).await?),
+        Command::List(args) => Ok(commands::list(args).await?),
+        Command::Forget(args) => Ok(commands::forget(args).await?),
+        Command::History(args) => Ok(commands::history(args).await?),
+        Command::Stats(args) => Ok(commands::stats(args).await?),
+        Command::Doctor(args) => Ok(doctor::doctor(args).await?),
+        Command::Export(args) => Ok(commands::export_cmd(args).await?),
+        Command::Import(args) => Ok(commands::import_cmd(args).await?),
+        Command::Migrate(args) => Ok(commands::migrate_cmd(args).await?),
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut command, "cortex", &mut std::io::stdout());
             Ok(())
         }
     }

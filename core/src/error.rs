@@ -118,6 +118,9 @@ pub enum StoreError {
     /// A record refers to a memory or entity that does not exist for this user.
     #[error("{0} does not exist for this user")]
     MissingReference(String),
+    /// An id being imported already belongs to another user's record.
+    #[error("{0} already belongs to another user")]
+    ForeignId(String),
     /// The backend does not implement this optional operation.
     #[error("{0} is not supported by this store")]
     Unsupported(&'static str),

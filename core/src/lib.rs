@@ -21,6 +21,7 @@ pub mod reranker;
 pub mod signature;
 pub mod store;
 pub mod tokenizer;
+pub mod transfer;
 pub mod usage;
 
 pub use dossier::{Direction, Dossier, Relationship};
@@ -39,5 +40,8 @@ pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
+};
+pub use transfer::{
+    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoredMemory, TransferStore,
 };
 pub use usage::ProviderUsage;

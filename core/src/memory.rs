@@ -126,6 +126,20 @@ impl NewMemory {
         })
     }
 
+    /// The same memory dated `at` instead of now: for facts learned earlier and for
+    /// imports. A time in the future is refused; the store keeps microseconds.
+    pub fn dated(mut self, at: DateTime<Utc>) -> Result<Self, CortexError> {
+        let at = at.trunc_subsecs(6);
+        if at > now() {
+            return Err(CortexError::invalid(
+                "created_at",
+                format!("{} is in the future", at.to_rfc3339()),
+            ));
+        }
+        self.created_at = at;
+        Ok(self)
+    }
+
     /// The stored form, once the store has assigned the insertion sequence.
     pub fn into_memory(self, seq: i64) -> Memory {
         Memory {

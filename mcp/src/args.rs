@@ -1,11 +1,16 @@
 //! The tools' arguments. Each field's doc comment is its description in the tool's JSON
 //! schema, which is all an agent sees of it: say what to pass and what it does.
+//!
+//! Unknown arguments are refused (`deny_unknown_fields`): an agent that sends `offset` or
+//! `user_id` believes it asked for something, and silently ignoring it returns the wrong
+//! records. serde's message names the stray argument and the valid ones.
 
 use cortex_core::MAX_LIMIT;
 use rmcp::schemars;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MemorizeArgs {
     /// The memory: one self-contained statement that will make sense in a later session
     /// without this conversation (name people, projects and dates explicitly). At most
@@ -19,9 +24,15 @@ pub struct MemorizeArgs {
     /// characters; they are lowercased and de-duplicated.
     #[serde(default)]
     pub tags: Option<Vec<String>>,
+    /// When this became true, if not now: a date YYYY-MM-DD (midnight UTC) or an RFC 3339
+    /// datetime such as 2024-05-01T14:30:00Z, not in the future. For facts learned
+    /// earlier; omit for now.
+    #[serde(default)]
+    pub created_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecallArgs {
     /// What to look for, in natural language or keywords, e.g. "user's preferred
     /// programming language".
@@ -33,6 +44,7 @@ pub struct RecallArgs {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecallAboutArgs {
     /// The entity's name or one of its aliases (a person, project, place, organisation);
     /// case and spacing do not matter.
@@ -44,6 +56,7 @@ pub struct RecallAboutArgs {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RecallTimelineArgs {
     /// Only events at or after this time: a date YYYY-MM-DD (midnight UTC) or an RFC 3339
     /// datetime such as 2024-05-01T14:30:00Z. Omit for no lower bound.
@@ -60,6 +73,7 @@ pub struct RecallTimelineArgs {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ListMemoriesArgs {
     /// How many memories to return, newest first. Defaults to the server's top-k; clamped
     /// to 1..=1000.
@@ -68,6 +82,7 @@ pub struct ListMemoriesArgs {
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
     /// The id of the memory to delete, as returned by memorize, recall or list_memories,
     /// or a prefix of it of at least 4 hex characters that matches exactly one memory.

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cortex_core::{CortexMemory, EngineConfig, MemoryStore, ProviderError, StoreError};
+use cortex_core::{CortexMemory, EngineConfig, ProviderError, StoreError, TransferStore};
 use cortex_postgres::PostgresStore;
 use cortex_providers::HttpReranker;
 use cortex_sqlite::SqliteStore;
@@ -86,7 +86,9 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     })
 }
 
-async fn open_store(storage: &Storage) -> Result<Arc<dyn MemoryStore>, EngineError> {
+/// Opens (creating or migrating) the store `storage` names. The administration commands
+/// use it too, so they read and write exactly where the server does.
+pub async fn open_store(storage: &Storage) -> Result<Arc<dyn TransferStore>, EngineError> {
     match storage {
         Storage::Sqlite(sqlite) => {
             let sqlite = sqlite.clone();

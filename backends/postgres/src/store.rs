@@ -126,11 +126,11 @@ impl PostgresStore {
         self.inner.pool.pool()
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.inner.pool.get().await
     }
 
-    fn names(&self) -> &Names {
+    pub(crate) fn names(&self) -> &Names {
         &self.inner.names
     }
 

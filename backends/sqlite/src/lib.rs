@@ -7,6 +7,7 @@
 mod codec;
 mod schema;
 mod store;
+mod transfer;
 
 pub use schema::SCHEMA_VERSION;
 pub use store::{SqliteConfig, SqliteStore, Synchronous, default_path};

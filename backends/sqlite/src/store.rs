@@ -25,7 +25,7 @@ use crate::db_err;
 use crate::schema::migrate;
 
 const SIGNATURE_KEY: &str = "embedding_signature";
-const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
+pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
 
 /// How long a statement waits for another connection's lock before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -184,7 +184,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` on the connection on the blocking pool, so SQLite never stalls the runtime.
-    async fn run<T, F>(&self, f: F) -> StoreResult<T>
+    pub(crate) async fn run<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
@@ -200,7 +200,7 @@ impl SqliteStore {
 
     /// Runs `f` in an IMMEDIATE transaction (the write lock is taken up front, so a busy
     /// database waits at BEGIN instead of failing at COMMIT).
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>) -> StoreResult<T> + Send + 'static,
@@ -284,7 +284,7 @@ fn query_memories(
     rows.into_iter().map(MemoryRow::decode).collect()
 }
 
-fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
+pub(crate) fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1 AND user_id = ?2)",
         params![id, user],
@@ -293,7 +293,7 @@ fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
     .map_err(db_err)
 }
 
-fn require_memory(conn: &Connection, user: &str, id: &MemoryId) -> StoreResult<()> {
+pub(crate) fn require_memory(conn: &Connection, user: &str, id: &MemoryId) -> StoreResult<()> {
     match memory_exists(conn, user, &encode_id(id))? {
         true => Ok(()),
         false => Err(StoreError::MissingReference(format!("memory {id}"))),
@@ -316,7 +316,7 @@ fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> StoreResult<(
 
 const ENTITY_COLUMNS: &str = "id, name, normalized_name, entity_type, aliases, created_at";
 
-fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
+pub(crate) fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
     Ok([
         r.get(0)?,
         r.get(1)?,
@@ -327,7 +327,7 @@ fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
     ])
 }
 
-fn decode_entity(cols: [Option<String>; 6]) -> StoreResult<Entity> {
+pub(crate) fn decode_entity(cols: [Option<String>; 6]) -> StoreResult<Entity> {
     let [id, name, normalized_name, entity_type, aliases, created_at] = cols;
     let missing = || StoreError::Corrupt("entity row with a NULL column".into());
     Ok(Entity {
@@ -340,7 +340,7 @@ fn decode_entity(cols: [Option<String>; 6]) -> StoreResult<Entity> {
     })
 }
 
-fn find_entity_by_keys(
+pub(crate) fn find_entity_by_keys(
     conn: &Connection,
     user: &str,
     keys: &[String],

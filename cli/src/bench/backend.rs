@@ -116,18 +116,8 @@ impl Backend {
     }
 }
 
-#[cfg(feature = "postgres")]
 async fn postgres() -> Result<Arc<dyn MemoryStore>, BenchError> {
     let config = cortex_postgres::PostgresConfig::from_env()?;
     let store = cortex_postgres::PostgresStore::connect(config).await?;
     Ok(Arc::new(store))
-}
-
-#[cfg(not(feature = "postgres"))]
-async fn postgres() -> Result<Arc<dyn MemoryStore>, BenchError> {
-    Err(BenchError::Unavailable(
-        "this cortex was built without the postgres backend; rebuild with \
-         `--features postgres`"
-            .into(),
-    ))
 }

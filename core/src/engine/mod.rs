@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use uuid::Uuid;
 
@@ -228,7 +230,24 @@ impl CortexMemory {
         kind: MemoryKind,
         tags: &[String],
     ) -> Result<Memorized> {
-        let new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
+        self.memorize_at(user, content, kind, tags, None).await
+    }
+
+    /// [`memorize`](Self::memorize) with the memory dated `created_at` (in the past) instead
+    /// of now: a fact learned earlier, or a record brought over from elsewhere. The date is
+    /// what the memory shows and what `since`/`until` filters see; ranking is unchanged.
+    pub async fn memorize_at(
+        &self,
+        user: &str,
+        content: &str,
+        kind: MemoryKind,
+        tags: &[String],
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<Memorized> {
+        let mut new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
+        if let Some(at) = created_at {
+            new = new.dated(at)?;
+        }
         let signature = self.guard_signature().await?.1;
         let vector = self
             .embed_one(content, EmbedTask::Document, &signature)

@@ -1,0 +1,308 @@
+//! [`TransferStore`] for PostgreSQL: paged reads of every record, id-keeping imports.
+
+use async_trait::async_trait;
+use cortex_core::records::{Entity, EntityRole, Event, Supersession};
+use cortex_core::{
+    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoreError, StoreResult,
+    StoredMemory, TransferStore,
+};
+use pgvector::Vector;
+use sea_query::{Expr, ExprTrait, Order, Query};
+use tokio_postgres::Row;
+
+use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
+use crate::enrichment::{find_by_keys, require_memory};
+use crate::pg_err;
+use crate::schema::lock_key;
+use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
+use crate::store::PostgresStore;
+
+fn supersession(r: &Row) -> StoreResult<Record> {
+    Ok(Record::Supersession(Supersession {
+        old_id: get(r, 0)?,
+        new_id: get(r, 1)?,
+        reason: get(r, 2)?,
+        created_at: get(r, 3)?,
+    }))
+}
+
+fn event(r: &Row) -> StoreResult<Record> {
+    Ok(Record::Event(Event {
+        memory_id: get(r, 0)?,
+        event_time: get(r, 1)?,
+        actor: get(r, 2)?,
+        location: get(r, 3)?,
+        event_type: get(r, 4)?,
+    }))
+}
+
+fn edge(r: &Row) -> StoreResult<Record> {
+    Ok(Record::Edge(cortex_core::records::EntityEdge {
+        source: get(r, 0)?,
+        target: get(r, 1)?,
+        label: get(r, 2)?,
+        memory_id: get(r, 3)?,
+        created_at: get(r, 4)?,
+    }))
+}
+
+fn link(r: &Row) -> StoreResult<Record> {
+    let role: String = get(r, 2)?;
+    Ok(Record::Link(EntityLink {
+        memory_id: get(r, 0)?,
+        entity_id: get(r, 1)?,
+        role: EntityRole::parse(&role)
+            .ok_or_else(|| StoreError::Corrupt(format!("entity role {role:?}")))?,
+    }))
+}
+
+fn entity(r: &Row) -> StoreResult<Record> {
+    entity_at(r, 0).map(Record::Entity)
+}
+
+#[async_trait]
+impl TransferStore for PostgresStore {
+    async fn users(&self) -> StoreResult<Vec<String>> {
+        let built = build(
+            Query::select()
+                .distinct()
+                .column("user_id")
+                .from(self.names().table("memories"))
+                .order_by_expr(Expr::cust("user_id COLLATE \"C\""), Order::Asc),
+        );
+        let client = self.client().await?;
+        rows(&client, &built)
+            .await?
+            .iter()
+            .map(|r| get(r, 0))
+            .collect()
+    }
+
+    async fn memories_after(
+        &self,
+        user: &str,
+        after: i64,
+        max: usize,
+    ) -> StoreResult<Vec<StoredMemory>> {
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .columns([("m", "superseded"), ("m", "embedding")])
+                .from_as(self.names().table("memories"), "m")
+                .and_where(Expr::col(("m", "user_id")).eq(user))
+                .and_where(Expr::col(("m", "seq")).gt(after))
+                .order_by(("m", "seq"), Order::Asc)
+                .limit(limit(max)),
+        );
+        let client = self.client().await?;
+        rows(&client, &built)
+            .await?
+            .iter()
+            .map(|r| {
+                let vector: Vector = get(r, 8)?;
+                Ok(StoredMemory {
+                    memory: memory_at(r, 0)?,
+                    superseded: get(r, 7)?,
+                    embedding: vector.to_vec(),
+                })
+            })
+            .collect()
+    }
+
+    async fn records(
+        &self,
+        user: &str,
+        kind: RecordKind,
+        offset: u64,
+        max: usize,
+    ) -> StoreResult<Vec<Record>> {
+        let names = self.names();
+        let mut select = Query::select();
+        // Insertion order where the table keeps one, else the key: fixed while nothing is
+        // written, which is all paging needs.
+        let decode: fn(&Row) -> StoreResult<Record> = match kind {
+            RecordKind::Supersession => {
+                select
+                    .columns(["old_id", "new_id", "reason", "created_at"])
+                    .from(names.table("supersessions"))
+                    .order_by("seq", Order::Asc);
+                supersession
+            }
+            RecordKind::Event => {
+                select
+                    .columns(["memory_id", "event_time", "actor", "location", "event_type"])
+                    .from(names.table("events"))
+                    .order_by("seq", Order::Asc);
+                event
+            }
+            RecordKind::Entity => {
+                select
+                    .columns(ENTITY_COLUMNS)
+                    .from(names.table("entities"))
+                    .order_by("created_at", Order::Asc)
+                    .order_by("id", Order::Asc);
+                entity
+            }
+            RecordKind::Edge => {
+                select
+                    .columns(["source", "target", "label", "memory_id", "created_at"])
+                    .from(names.table("entity_edges"))
+                    .order_by("seq", Order::Asc);
+                edge
+            }
+            RecordKind::Link => {
+                select
+                    .columns(["memory_id", "entity_id", "role"])
+                    .from(names.table("memory_entities"))
+                    .order_by("memory_id", Order::Asc)
+                    .order_by("entity_id", Order::Asc)
+                    .order_by("role", Order::Asc);
+                link
+            }
+        };
+        select
+            .and_where(Expr::col("user_id").eq(user))
+            .offset(offset)
+            .limit(limit(max));
+        let client = self.client().await?;
+        rows(&client, &build(&select))
+            .await?
+            .iter()
+            .map(decode)
+            .collect()
+    }
+
+    async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
+        let names = self.names();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        // Check-then-insert must not race another import of the same memory's events.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&lock_key(&[
+                "cortex-import-event",
+                names.schema(),
+                &event.memory_id.to_string(),
+            ])],
+        )
+        .await
+        .map_err(pg_err)?;
+        require_memory(&tx, names, user, &event.memory_id).await?;
+        let present = build(
+            Query::select()
+                .expr(Expr::cust("1"))
+                .from(names.table("events"))
+                .and_where(Expr::col("memory_id").eq(event.memory_id))
+                .and_where(Expr::col("user_id").eq(user))
+                .and_where(Expr::col("event_time").eq(event.event_time))
+                .and_where(Expr::cust_with_values(
+                    "actor IS NOT DISTINCT FROM $1 AND location IS NOT DISTINCT FROM $2 \
+                     AND event_type IS NOT DISTINCT FROM $3",
+                    [
+                        event.actor.clone(),
+                        event.location.clone(),
+                        event.event_type.clone(),
+                    ],
+                ))
+                .limit(1),
+        );
+        if row_opt(&tx, &present).await?.is_some() {
+            return Ok(Imported::Present);
+        }
+        let insert = build(
+            Query::insert()
+                .into_table(names.table("events"))
+                .columns([
+                    "memory_id",
+                    "user_id",
+                    "event_time",
+                    "actor",
+                    "location",
+                    "event_type",
+                ])
+                .values([
+                    event.memory_id.into(),
+                    user.into(),
+                    event.event_time.into(),
+                    event.actor.clone().into(),
+                    event.location.clone().into(),
+                    event.event_type.clone().into(),
+                ])
+                .map_err(sea_err)?,
+        );
+        sql::execute(&tx, &insert).await?;
+        tx.commit().await.map_err(pg_err)?;
+        Ok(Imported::Written)
+    }
+
+    async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
+        let names = self.names();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        // The same lock as upsert_entity: find-then-create is one step per user.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&lock_key(&["cortex-entity", names.schema(), user])],
+        )
+        .await
+        .map_err(pg_err)?;
+        let owner = build(
+            Query::select()
+                .column("user_id")
+                .from(names.table("entities"))
+                .and_where(Expr::col("id").eq(entity.id)),
+        );
+        if let Some(row) = row_opt(&tx, &owner).await? {
+            let owner: String = get(&row, 0)?;
+            return match owner == user {
+                true => Ok(ImportedEntity {
+                    outcome: Imported::Present,
+                    id: entity.id,
+                }),
+                false => Err(StoreError::ForeignId(format!("entity {}", entity.id))),
+            };
+        }
+        if let Some(known) = find_by_keys(
+            &tx,
+            names,
+            user,
+            std::slice::from_ref(&entity.normalized_name),
+        )
+        .await?
+        {
+            return Ok(ImportedEntity {
+                outcome: Imported::Present,
+                id: known.id,
+            });
+        }
+        let insert = build(
+            Query::insert()
+                .into_table(names.table("entities"))
+                .columns([
+                    "id",
+                    "user_id",
+                    "name",
+                    "normalized_name",
+                    "entity_type",
+                    "aliases",
+                    "created_at",
+                ])
+                .values([
+                    entity.id.into(),
+                    user.into(),
+                    entity.name.clone().into(),
+                    entity.normalized_name.clone().into(),
+                    entity.entity_type.clone().into(),
+                    entity.aliases.clone().into(),
+                    entity.created_at.into(),
+                ])
+                .map_err(sea_err)?,
+        );
+        sql::execute(&tx, &insert).await?;
+        tx.commit().await.map_err(pg_err)?;
+        Ok(ImportedEntity {
+            outcome: Imported::Written,
+            id: entity.id,
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! The everyday commands and the transfer commands, each printing text or `--json`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+
+use cortex_core::{Memory, MemoryKind, StoredMemory};
+use cortex_mcp::dates::parse_instant;
+use cortex_mcp::engine::open_store;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::admin::error::AdminError;
+use crate::admin::export::export;
+use crate::admin::import::{Importer, LineCheck, Vectors, read_batch, read_header};
+use crate::admin::migrate::migrate;
+use crate::admin::progress::Progress;
+use crate::admin::{Context, storage_of};
+use crate::cli::{
+    AddArgs, ExportArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, SearchArgs, StatsArgs,
+};
+
+fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| AdminError::Usage(format!("cannot write JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn show(m: &Memory) -> String {
+    let tags = match m.tags.is_empty() {
+        true => String::new(),
+        false => format!(" [{}]", m.tags.join(", ")),
+    };
+    format!(
+        "{}  {}  {}{tags}\n    {}",
+        m.id,
+        m.created_at.format("%Y-%m-%d %H:%M"),
+        m.kind,
+        m.content.replace('\n', "\n    ")
+    )
+}
+
+pub async fn add(args: AddArgs) -> Result<(), AdminError> {
+    let kind: MemoryKind = args.kind.parse()?;
+    let created_at = parse_instant("--created-at", args.created_at.as_deref())
+        .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    let engine = ctx.engine().await?;
+    let done = engine
+        .memory
+        .memorize_at(&user, &args.content, kind, &args.tags, created_at)
+        .await?;
+    match args.json {
+        true => print_json(&json!({
+            "id": done.memory.id,
+            "status": done.status.as_str(),
+            "superseded": done.superseded,
+            "memory": done.memory,
+        })),
+        false => {
+            println!("{} {}", done.status.as_str(), done.memory.id);
+            Ok(())
+        }
+    }
+}
+
+pub async fn search(args: SearchArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    let engine = ctx.engine().await?;
+    let limit = args.limit.unwrap_or(engine.top_k);
+    let found = engine.memory.recall(&user, &args.query, limit).await?;
+    if args.json {
+        let rows: Vec<_> = found
+            .iter()
+            .map(|s| json!({"score": s.score, "memory": s.memory}))
+            .collect();
+        return print_json(&rows);
+    }
+    for (rank, hit) in found.iter().enumerate() {
+        println!("{:>3}. ({:.4}) {}", rank + 1, hit.score, show(&hit.memory));
+    }
+    Ok(())
+}
+
+pub async fn list(args: ListArgs) -> Result<(), AdminError> {
+    if !(1..=cortex_core::MAX_LIMIT).contains(&args.limit) {
+        return Err(AdminError::Usage("--limit must be 1 to 1000".into()));
+    }
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    // Pages of the store's insertion order: the cursor is the last sequence shown, so
+    // every memory is reachable and none repeats, whatever is added meanwhile.
+    let mut cursor = args.cursor.unwrap_or(0);
+    let mut shown: Vec<StoredMemory> = Vec::new();
+    let mut exhausted = false;
+    while shown.len() < args.limit {
+        let page = ctx
+            .store
+            .memories_after(&user, cursor, args.limit - shown.len())
+            .await?;
+        let Some(last) = page.last() else {
+            exhausted = true;
+            break;
+        };
+        cursor = last.memory.seq;
+        shown.extend(
+            page.into_iter()
+                .filter(|m| args.superseded || !m.superseded),
+        );
+    }
+    let next = (!exhausted).then_some(cursor);
+    if args.json {
+        let memories: Vec<_> = shown
+            .iter()
+            .map(|m| json!({"memory": m.memory, "superseded": m.superseded}))
+            .collect();
+        return print_json(&json!({"memories": memories, "next_cursor": next}));
+    }
+    for m in &shown {
+        let state = if m.superseded { "  (superseded)" } else { "" };
+        println!("{}{state}", show(&m.memory));
+    }
+    if let Some(next) = next {
+        println!("-- more: cortex list --cursor {next}");
+    }
+    Ok(())
+}
+
+pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    let engine = ctx.engine().await?;
+    let id = engine.memory.forget(&user, &args.id).await?;
+    match args.json {
+        true => print_json(&json!({"deleted": id})),
+        false => {
+            println!("deleted {id}");
+            Ok(())
+        }
+    }
+}
+
+pub async fn history(args: IdArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    let engine = ctx.engine().await?;
+    let chain = engine.memory.history(&user, &args.id).await?;
+    if args.json {
+        let rows: Vec<_> = chain
+            .iter()
+            .map(|h| {
+                json!({
+                    "memory": h.memory,
+                    "valid_from": h.valid_from,
+                    "valid_until": h.valid_until,
+                    "superseded_by": h.superseded_by,
+                    "reason": h.reason,
+                })
+            })
+            .collect();
+        return print_json(&rows);
+    }
+    for h in &chain {
+        let until = h
+            .valid_until
+            .map_or("now".to_owned(), |t| t.format("%Y-%m-%d %H:%M").to_string());
+        println!(
+            "{} → {}  {}",
+            h.valid_from.format("%Y-%m-%d %H:%M"),
+            until,
+            show(&h.memory)
+        );
+        if let Some(reason) = &h.reason {
+            println!("    superseded: {reason}");
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Stats {
+    user: String,
+    live: u64,
+    superseded: u64,
+    by_kind: BTreeMap<String, u64>,
+    by_tag: BTreeMap<String, u64>,
+    content_bytes: u64,
+    signature: Option<String>,
+    store: String,
+    store_bytes: Option<u64>,
+}
+
+pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let user = ctx.user(args.user.user.as_deref())?;
+    let mut stats = Stats {
+        user: user.clone(),
+        signature: ctx.store.signature().await?.map(|s| s.to_string()),
+        ..Stats::default()
+    };
+    (stats.store, stats.store_bytes) = match &ctx.config.storage {
+        cortex_mcp::Storage::Sqlite(c) => {
+            let size = |suffix: &str| {
+                let mut path = c.path.clone().into_os_string();
+                path.push(suffix);
+                std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+            };
+            (
+                format!("sqlite {}", c.path.display()),
+                Some(size("") + size("-wal")),
+            )
+        }
+        cortex_mcp::Storage::Postgres(c) => (format!("postgres schema {}", c.schema_name()), None),
+    };
+    let mut after = 0;
+    loop {
+        let page = ctx.store.memories_after(&user, after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.memory.seq;
+        for m in &page {
+            match m.superseded {
+                true => stats.superseded += 1,
+                false => {
+                    stats.live += 1;
+                    *stats
+                        .by_kind
+                        .entry(m.memory.kind.as_str().to_owned())
+                        .or_default() += 1;
+                    for tag in &m.memory.tags {
+                        *stats.by_tag.entry(tag.clone()).or_default() += 1;
+                    }
+                }
+            }
+            stats.content_bytes += m.memory.content.len() as u64;
+        }
+    }
+    if args.json {
+        return print_json(&stats);
+    }
+    println!("user        {}", stats.user);
+    println!("store       {}", stats.store);
+    if let Some(bytes) = stats.store_bytes {
+        println!("store size  {bytes} bytes");
+    }
+    println!(
+        "signature   {}",
+        stats.signature.as_deref().unwrap_or("(none yet)")
+    );
+    println!(
+        "memories    {} live, {} superseded, {} bytes of text",
+        stats.live, stats.superseded, stats.content_bytes
+    );
+    let join = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("by kind     {}", join(&stats.by_kind));
+    println!("by tag      {}", join(&stats.by_tag));
+    Ok(())
+}
+
+pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let users = match args.all_users {
+        true => ctx.store.users().await?,
+        false => vec![ctx.user(args.user.user.as_deref())?],
+    };
+    let progress = Progress::new("export", None);
+    let written = match &args.out {
+        Some(path) => {
+            // Written beside the destination and renamed into place: a failed export
+            // never leaves a truncated file where a good one was.
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| AdminError::io(dir, e))?;
+            let mut out = BufWriter::new(tmp);
+            let n = export(
+                &*ctx.store,
+                &users,
+                args.with_vectors,
+                args.format,
+                &mut out,
+                &progress,
+            )
+            .await?;
+            let tmp = out
+                .into_inner()
+                .map_err(|e| AdminError::io(path, e.into_error()))?;
+            tmp.persist(path)
+                .map_err(|e| AdminError::io(path, e.error))?;
+            n
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            export(
+                &*ctx.store,
+                &users,
+                args.with_vectors,
+                args.format,
+                &mut out,
+                &progress,
+            )
+            .await?
+        }
+    };
+    progress.finish();
+    eprintln!("exported {written} records of {} user(s)", users.len());
+    Ok(())
+}
+
+fn open_input(path: &std::path::Path) -> Result<Box<dyn BufRead>, AdminError> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(BufReader::new(std::io::stdin())));
+    }
+    let file = File::open(path).map_err(|e| AdminError::io(path, e))?;
+    Ok(Box::new(BufReader::new(file)))
+}
+
+pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
+    let mut input = open_input(&args.file)?;
+    let header = read_header(&mut input)?;
+    let mut line_no = 1usize;
+    let progress = Progress::new("import", None);
+    let (tally, dry) = if args.dry_run {
+        // No store, no model: the file alone is checked.
+        let check = LineCheck::new(&header, args.as_user.clone());
+        let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+        loop {
+            let batch = read_batch(&mut input, &mut line_no)?;
+            if batch.is_empty() {
+                break;
+            }
+            check.check(&batch)?;
+            for (_, line) in &batch {
+                *counts.entry(line.kind()).or_default() += 1;
+            }
+            progress.inc(batch.len() as u64);
+        }
+        (counts, true)
+    } else {
+        let ctx = Context::open().await?;
+        let embedder = ctx.config.providers.build_embedder()?;
+        let configured = embedder.embedding_signature();
+        if let Some(stored) = ctx.store.signature().await?
+            && stored != configured
+        {
+            return Err(AdminError::SignatureMismatch { stored, configured });
+        }
+        let mut importer = Importer::new(
+            &*ctx.store,
+            Vectors::Embed {
+                embedder: &*embedder,
+            },
+            &header,
+            args.as_user.clone(),
+        );
+        loop {
+            let batch = read_batch(&mut input, &mut line_no)?;
+            if batch.is_empty() {
+                break;
+            }
+            importer.write(&batch).await?;
+            progress.inc(batch.len() as u64);
+        }
+        let mut counts = importer.tally.written.clone();
+        counts.insert("embedded", importer.tally.embedded);
+        for (k, v) in &importer.tally.present {
+            counts.insert(present_key(k), *v);
+        }
+        (counts, false)
+    };
+    progress.finish();
+    if args.json {
+        return print_json(&json!({"dry_run": dry, "counts": tally}));
+    }
+    let verb = if dry { "valid" } else { "imported" };
+    let parts: Vec<String> = tally.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("{verb}: {}", parts.join(", "));
+    Ok(())
+}
+
+fn present_key(kind: &str) -> &'static str {
+    match kind {
+        "memory" => "memory already present",
+        "supersession" => "supersession already present",
+        "event" => "event already present",
+        "entity" => "entity already present",
+        "edge" => "edge already present",
+        _ => "other already present",
+    }
+}
+
+pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let target = open_store(&storage_of(&args.to)?).await?;
+    let users = ctx.store.users().await?;
+    let progress = Progress::new("migrate", None);
+    let (tally, verified) = migrate(&*ctx.store, &*target, &users, &progress).await?;
+    progress.finish();
+    if args.json {
+        return print_json(
+            &json!({"written": tally.written, "present": tally.present, "users": verified}),
+        );
+    }
+    for v in &verified {
+        let counts: Vec<String> = v
+            .summary
+            .counts
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "{}: {} (checksum {}) verified",
+            v.user,
+            counts.join(", "),
+            v.summary.checksum
+        );
+    }
+    println!("migrated {} user(s)", verified.len());
+    let _ = std::io::stdout().flush();
+    Ok(())
+}

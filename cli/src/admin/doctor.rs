@@ -1,0 +1,177 @@
+//! `cortex doctor`: what is configured, whether it works, and what to fix.
+
+use cortex_core::EmbedTask;
+use cortex_mcp::engine::open_store;
+use cortex_mcp::{ServerConfig, Storage};
+use cortex_postgres::PostgresStore;
+use cortex_providers::EmbedProviderKind;
+use serde::Serialize;
+
+use crate::admin::error::AdminError;
+use crate::cli::DoctorArgs;
+
+/// One check's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+fn check(name: &'static str, result: Result<String, String>) -> Check {
+    match result {
+        Ok(detail) => Check {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(detail) => Check {
+            name,
+            ok: false,
+            detail,
+        },
+    }
+}
+
+/// Runs every check that the configuration allows; a failed step skips those after it
+/// that need it.
+pub async fn run_checks(online: bool) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let config = match ServerConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            checks.push(check("configuration", Err(e.to_string())));
+            return checks;
+        }
+    };
+    checks.push(check(
+        "configuration",
+        Ok(format!(
+            "user {:?}, tier {}, embedder {}",
+            config.user_id,
+            config.tier.as_str(),
+            config.providers.embedding_signature()
+        )),
+    ));
+    if config.providers.embed_provider == EmbedProviderKind::Local {
+        let local = &config.providers.local;
+        checks.push(check(
+            "model files",
+            match local.model_dir() {
+                Some(dir) => {
+                    let missing: Vec<&str> = ["config.json", "tokenizer.json"]
+                        .into_iter()
+                        .filter(|f| !dir.join(f).is_file())
+                        .collect();
+                    match missing.is_empty() {
+                        true => Ok(format!("{}", dir.display())),
+                        false => Err(format!("{} lacks {}", dir.display(), missing.join(", "))),
+                    }
+                }
+                None => Err(
+                    "no local model directory; run `bash scripts/fetch-test-model.sh` \
+                             or set CORTEX_EMBED_MODEL_PATH"
+                        .into(),
+                ),
+            },
+        ));
+    }
+    let store = match open_store(&config.storage).await {
+        Ok(store) => {
+            let place = match &config.storage {
+                Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
+                Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
+            };
+            checks.push(check("store", Ok(format!("{place} reachable"))));
+            store
+        }
+        Err(e) => {
+            checks.push(check("store", Err(e.to_string())));
+            return checks;
+        }
+    };
+    if let Storage::Postgres(c) = &config.storage {
+        checks.push(check("pgvector", pgvector_version(c).await));
+    }
+    let configured = config.providers.embedding_signature();
+    checks.push(check(
+        "signature",
+        match store.signature().await {
+            Ok(None) => Ok(format!(
+                "empty store; the first memory records {configured}"
+            )),
+            Ok(Some(stored)) if stored == configured => Ok(format!("{stored} matches")),
+            Ok(Some(stored)) => {
+                Err(AdminError::SignatureMismatch { stored, configured }.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        },
+    ));
+    let embedder = config.providers.build_embedder();
+    checks.push(check(
+        "embedder",
+        embedder
+            .as_ref()
+            .map(|e| format!("{} ready", e.name()))
+            .map_err(|e| e.to_string()),
+    ));
+    if online && let Ok(embedder) = embedder {
+        let probe = embedder
+            .embed(&["cortex doctor".to_owned()], EmbedTask::Query)
+            .await;
+        checks.push(check(
+            "online call",
+            probe
+                .map(|r| {
+                    let dim = r.vectors.first().map_or(0, Vec::len);
+                    format!("one vector of {dim} dimensions")
+                })
+                .map_err(|e| e.to_string()),
+        ));
+    }
+    checks
+}
+
+async fn pgvector_version(config: &cortex_postgres::PostgresConfig) -> Result<String, String> {
+    let store = PostgresStore::connect(config.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = store.pool().get().await.map_err(|e| e.to_string())?;
+    let row = client
+        .query_opt(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match row {
+        Some(row) => row
+            .try_get::<_, String>(0)
+            .map(|v| format!("version {v}"))
+            .map_err(|e| e.to_string()),
+        None => Err("the vector extension is not installed".into()),
+    }
+}
+
+pub async fn doctor(args: DoctorArgs) -> Result<(), AdminError> {
+    let checks = run_checks(args.online).await;
+    if args.json {
+        let text = serde_json::to_string_pretty(&checks)
+            .map_err(|e| AdminError::Usage(format!("cannot write JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        for c in &checks {
+            println!(
+                "{} {:<13} {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                c.detail
+            );
+        }
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    match failed {
+        0 => Ok(()),
+        n => Err(AdminError::Usage(format!("{n} check(s) failed"))),
+    }
+}

@@ -1,0 +1,326 @@
+//! Writing export lines into a store: batch by batch, every write idempotent.
+//!
+//! A batch is read and validated whole before anything of it is written, so a malformed
+//! line stops the import with its line number and none of its batch in the store. Writes
+//! keep ids and timestamps and skip what is already there, so running an interrupted import
+//! again finishes it: nothing lost, nothing doubled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+
+use cortex_core::memory::DEFAULT_MAX_CONTENT_BYTES;
+use cortex_core::records::EntityId;
+use cortex_core::{
+    EmbedTask, EmbeddingSignature, EntityLink, Imported, LLMProvider, NewMemory, TransferStore,
+};
+
+use crate::admin::error::AdminError;
+use crate::admin::format::{FORMAT_NAME, FORMAT_VERSION, Header, Line, MemoryLine};
+
+/// Lines read, validated and written together.
+pub const BATCH: usize = 256;
+
+/// Written and already-present counts per line type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    pub written: BTreeMap<&'static str, u64>,
+    pub present: BTreeMap<&'static str, u64>,
+    /// Memories whose vector was computed here rather than taken from the file.
+    pub embedded: u64,
+}
+
+impl Tally {
+    fn count(&mut self, kind: &'static str, outcome: Imported) {
+        let map = match outcome {
+            Imported::Written => &mut self.written,
+            Imported::Present => &mut self.present,
+        };
+        *map.entry(kind).or_default() += 1;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.written.values().chain(self.present.values()).sum()
+    }
+}
+
+/// Where vectors come from when a memory is written.
+#[derive(Debug)]
+pub enum Vectors<'a> {
+    /// Only the file's: every memory line must carry a vector of `signature` (migrate).
+    FromFile { signature: EmbeddingSignature },
+    /// The file's when they are of the embedder's signature, else the embedder's.
+    Embed { embedder: &'a dyn LLMProvider },
+}
+
+/// Reads the header line.
+pub fn read_header(reader: &mut impl BufRead) -> Result<Header, AdminError> {
+    let mut first = String::new();
+    reader
+        .read_line(&mut first)
+        .map_err(|e| AdminError::line(1, e.to_string()))?;
+    match serde_json::from_str::<Line>(&first) {
+        Ok(Line::Header(h)) if h.format == FORMAT_NAME && h.version <= FORMAT_VERSION => Ok(h),
+        Ok(Line::Header(h)) if h.format == FORMAT_NAME => Err(AdminError::Format(format!(
+            "the file is format version {}; this build reads up to {FORMAT_VERSION}",
+            h.version
+        ))),
+        _ => Err(AdminError::Format(format!(
+            "line 1 is not a {FORMAT_NAME} header; is this a file written by `cortex export`?"
+        ))),
+    }
+}
+
+/// Reads up to [`BATCH`] lines after `*line_no`, parsed; blank lines are skipped.
+pub fn read_batch(
+    reader: &mut impl BufRead,
+    line_no: &mut usize,
+) -> Result<Vec<(usize, Line)>, AdminError> {
+    let mut batch = Vec::new();
+    let mut text = String::new();
+    while batch.len() < BATCH {
+        text.clear();
+        let read = reader
+            .read_line(&mut text)
+            .map_err(|e| AdminError::line(*line_no + 1, e.to_string()))?;
+        if read == 0 {
+            break;
+        }
+        *line_no += 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let line: Line = serde_json::from_str(&text)
+            .map_err(|e| AdminError::line(*line_no, format!("not a valid export line: {e}")))?;
+        if matches!(line, Line::Header(_)) {
+            return Err(AdminError::line(*line_no, "a second header"));
+        }
+        batch.push((*line_no, line));
+    }
+    Ok(batch)
+}
+
+/// A memory line checked as memorize would check it.
+fn validate_memory(line: usize, m: &MemoryLine, user: &str) -> Result<NewMemory, AdminError> {
+    let new = NewMemory::new(user, &m.content, m.kind, &m.tags, DEFAULT_MAX_CONTENT_BYTES)
+        .and_then(|n| n.dated(m.created_at))
+        .map_err(|e| AdminError::line(line, e.to_string()))?;
+    Ok(NewMemory { id: m.id, ..new })
+}
+
+/// What a batch is checked against before anything is written; `--dry-run` runs only this.
+#[derive(Debug, Clone)]
+pub struct LineCheck {
+    /// The file's vector signature, when its memory lines carry vectors.
+    file_signature: Option<EmbeddingSignature>,
+    /// The signature written: vectors of another are recomputed (or refused, below).
+    wanted: Option<EmbeddingSignature>,
+    /// Every memory must bring a vector of `wanted` (migrate: there is no embedder).
+    vectors_required: bool,
+    /// Every line's user becomes this one.
+    as_user: Option<String>,
+}
+
+impl LineCheck {
+    pub fn new(header: &Header, as_user: Option<String>) -> Self {
+        Self {
+            file_signature: header.vectors.then(|| header.signature.clone()).flatten(),
+            wanted: None,
+            vectors_required: false,
+            as_user,
+        }
+    }
+
+    /// Whether a memory line's own vector is written as it is.
+    fn usable(&self, m: &MemoryLine) -> bool {
+        match &self.wanted {
+            Some(wanted) => {
+                self.file_signature.as_ref() == Some(wanted)
+                    && m.embedding
+                        .as_ref()
+                        .is_some_and(|v| v.len() == wanted.dimension)
+            }
+            None => false,
+        }
+    }
+
+    fn user_of<'l>(&'l self, line: &'l Line) -> &'l str {
+        self.as_user.as_deref().or(line.user()).unwrap_or_default()
+    }
+
+    /// Validates a batch; memory lines come back as what would be stored.
+    pub fn check(&self, batch: &[(usize, Line)]) -> Result<Vec<Option<NewMemory>>, AdminError> {
+        batch
+            .iter()
+            .map(|(no, line)| {
+                let user = self.user_of(line);
+                cortex_core::memory::validate_user(user)
+                    .map_err(|e| AdminError::line(*no, e.to_string()))?;
+                match line {
+                    Line::Memory(m) => {
+                        if self.vectors_required && !self.usable(m) {
+                            let wanted = self.wanted.as_ref().map(|s| s.to_string());
+                            return Err(AdminError::line(
+                                *no,
+                                format!(
+                                    "no vector of {} on this memory",
+                                    wanted.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                        validate_memory(*no, m, user).map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Writes lines into one store.
+#[derive(Debug)]
+pub struct Importer<'a> {
+    store: &'a dyn TransferStore,
+    vectors: Vectors<'a>,
+    lines: LineCheck,
+    /// Entities the store already knew by name under another id.
+    remap: HashMap<EntityId, EntityId>,
+    pub tally: Tally,
+}
+
+impl<'a> Importer<'a> {
+    pub fn new(
+        store: &'a dyn TransferStore,
+        vectors: Vectors<'a>,
+        header: &Header,
+        as_user: Option<String>,
+    ) -> Self {
+        let mut lines = LineCheck::new(header, as_user);
+        (lines.wanted, lines.vectors_required) = match &vectors {
+            Vectors::FromFile { signature } => (Some(signature.clone()), true),
+            Vectors::Embed { embedder } => (Some(embedder.embedding_signature()), false),
+        };
+        Self {
+            store,
+            vectors,
+            lines,
+            remap: HashMap::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// The signature this import writes.
+    pub fn signature(&self) -> EmbeddingSignature {
+        match &self.vectors {
+            Vectors::FromFile { signature } => signature.clone(),
+            Vectors::Embed { embedder } => embedder.embedding_signature(),
+        }
+    }
+
+    fn usable(&self, m: &MemoryLine) -> bool {
+        self.lines.usable(m)
+    }
+
+    fn user_of<'l>(&'l self, line: &'l Line) -> &'l str {
+        self.lines.user_of(line)
+    }
+
+    /// Memories of a batch that need a vector computed: not in the store yet and without a
+    /// usable one in the file.
+    async fn to_embed(
+        &self,
+        batch: &[(usize, Line)],
+        checked: &[Option<NewMemory>],
+    ) -> Result<Vec<usize>, AdminError> {
+        let mut out = Vec::new();
+        for (i, ((_, line), new)) in batch.iter().zip(checked).enumerate() {
+            if let (Line::Memory(m), Some(new)) = (line, new)
+                && !self.usable(m)
+                && self.store.get(&new.user_id, &new.id).await?.is_none()
+            {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Validates a batch, then writes it line by line.
+    pub async fn write(&mut self, batch: &[(usize, Line)]) -> Result<(), AdminError> {
+        let checked = self.lines.check(batch)?;
+        let signature = self.signature();
+        let mut computed: HashMap<usize, Vec<f32>> = HashMap::new();
+        if let Vectors::Embed { embedder } = &self.vectors {
+            let wanted = self.to_embed(batch, &checked).await?;
+            if !wanted.is_empty() {
+                let texts: Vec<String> = wanted
+                    .iter()
+                    .filter_map(|&i| checked[i].as_ref().map(|n| n.content.clone()))
+                    .collect();
+                let result = embedder.embed(&texts, EmbedTask::Document).await?;
+                self.tally.embedded += wanted.len() as u64;
+                computed.extend(wanted.into_iter().zip(result.vectors));
+            }
+        }
+        for (i, ((no, line), new)) in batch.iter().zip(checked).enumerate() {
+            let user = self.user_of(line).to_owned();
+            let at = |e: cortex_core::StoreError| AdminError::line(*no, e.to_string());
+            let outcome = match (line, new) {
+                (Line::Memory(m), Some(new)) => {
+                    let vector = match computed.get(&i) {
+                        Some(v) => Some(v.as_slice()),
+                        None => m.embedding.as_deref().filter(|_| self.usable(m)),
+                    };
+                    match vector {
+                        Some(vector) => self
+                            .store
+                            .import_memory(&new, vector, &signature)
+                            .await
+                            .map_err(at)?,
+                        // Neither computed nor usable: it was in the store already.
+                        None => Imported::Present,
+                    }
+                }
+                (Line::Supersession(s), _) => self
+                    .store
+                    .import_supersession(&user, &s.record)
+                    .await
+                    .map_err(at)?,
+                (Line::Event(e), _) => self
+                    .store
+                    .import_event(&user, &e.record)
+                    .await
+                    .map_err(at)?,
+                (Line::Entity(e), _) => {
+                    let done = self
+                        .store
+                        .import_entity(&user, &e.record)
+                        .await
+                        .map_err(at)?;
+                    if done.id != e.record.id {
+                        self.remap.insert(e.record.id, done.id);
+                    }
+                    done.outcome
+                }
+                (Line::Edge(e), _) => {
+                    let mut edge = e.record.clone();
+                    edge.source = self.entity(edge.source);
+                    edge.target = self.entity(edge.target);
+                    self.store.import_edge(&user, &edge).await.map_err(at)?
+                }
+                (Line::Link(l), _) => {
+                    let link = EntityLink {
+                        entity_id: self.entity(l.record.entity_id),
+                        ..l.record.clone()
+                    };
+                    self.store.import_link(&user, &link).await.map_err(at)?
+                }
+                (Line::Memory(_) | Line::Header(_), _) => continue,
+            };
+            self.tally.count(line.kind(), outcome);
+        }
+        Ok(())
+    }
+
+    fn entity(&self, id: EntityId) -> EntityId {
+        self.remap.get(&id).copied().unwrap_or(id)
+    }
+}

@@ -1,0 +1,248 @@
+//! The seam for moving a store's contents out and back in: export, import, migrate.
+//!
+//! A backend reads its records out page by page and writes them back keeping their ids and
+//! timestamps. Every write here is idempotent (a record that is already there is left
+//! alone and reported as such), so an import or a migration interrupted at any point is
+//! finished by running it again: nothing lost, nothing doubled.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
+use crate::signature::EmbeddingSignature;
+use crate::store::{MemoryStore, StoreResult};
+
+/// A memory as stored: the record, whether a later memory supersedes it, and its vector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMemory {
+    pub memory: Memory,
+    pub superseded: bool,
+    pub embedding: Vec<f32>,
+}
+
+/// A memory tied to an entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityLink {
+    pub memory_id: MemoryId,
+    pub entity_id: EntityId,
+    pub role: EntityRole,
+}
+
+/// The records besides memories, in the order an import must meet them: each kind refers
+/// only to memories and to kinds before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    Supersession,
+    Event,
+    Entity,
+    Edge,
+    Link,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 5] = [
+        RecordKind::Supersession,
+        RecordKind::Event,
+        RecordKind::Entity,
+        RecordKind::Edge,
+        RecordKind::Link,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Supersession => "supersession",
+            RecordKind::Event => "event",
+            RecordKind::Entity => "entity",
+            RecordKind::Edge => "edge",
+            RecordKind::Link => "link",
+        }
+    }
+}
+
+/// One record of a user's besides a memory.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Supersession(Supersession),
+    Event(Event),
+    Entity(Entity),
+    Edge(EntityEdge),
+    Link(EntityLink),
+}
+
+impl Record {
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            Record::Supersession(_) => RecordKind::Supersession,
+            Record::Event(_) => RecordKind::Event,
+            Record::Entity(_) => RecordKind::Entity,
+            Record::Edge(_) => RecordKind::Edge,
+            Record::Link(_) => RecordKind::Link,
+        }
+    }
+}
+
+/// What an idempotent write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    Written,
+    /// The record was already there; nothing changed.
+    Present,
+}
+
+/// An entity's import: what happened, and the id the entity has in this store. The id
+/// differs from the imported one when the store already knew the entity by name under
+/// another id; edges and links that name it are then written against the store's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportedEntity {
+    pub outcome: Imported,
+    pub id: EntityId,
+}
+
+/// Reading a store out and writing records back with their ids. Every method is scoped to
+/// one user except [`users`](Self::users).
+#[async_trait]
+pub trait TransferStore: MemoryStore {
+    /// Every user with at least one memory, in byte order.
+    async fn users(&self) -> StoreResult<Vec<String>>;
+
+    /// Up to `limit` of the user's memories, live and superseded, in insertion order,
+    /// starting after insertion sequence `after` (0 for the first page).
+    async fn memories_after(
+        &self,
+        user: &str,
+        after: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredMemory>>;
+
+    /// Up to `limit` of the user's records of `kind`, after skipping `offset`, in an order
+    /// that is fixed while nothing is written.
+    async fn records(
+        &self,
+        user: &str,
+        kind: RecordKind,
+        offset: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<Record>>;
+
+    /// Stores `memory` with its own id and timestamp unless the user already has a memory
+    /// with that id. The signature rules of [`MemoryStore::add`] apply.
+    async fn import_memory(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Imported> {
+        if self.get(&memory.user_id, &memory.id).await?.is_some() {
+            return Ok(Imported::Present);
+        }
+        self.add(memory, embedding, signature).await?;
+        Ok(Imported::Written)
+    }
+
+    /// Stores an event unless an identical one (same memory, time, actor, location and
+    /// type) is there.
+    async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported>;
+
+    /// Stores an entity with its id, name, aliases and timestamp, unless the user already
+    /// has it by id, or by name (then that entity's id is returned).
+    async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity>;
+
+    /// Stores a supersession unless it is there.
+    async fn import_supersession(
+        &self,
+        user: &str,
+        supersession: &Supersession,
+    ) -> StoreResult<Imported> {
+        let known = self.supersessions(user, &supersession.old_id).await?;
+        if known.iter().any(|s| s.new_id == supersession.new_id) {
+            return Ok(Imported::Present);
+        }
+        self.supersede(user, supersession).await?;
+        Ok(Imported::Written)
+    }
+
+    /// Stores an edge unless one with its (source, target, label) is there.
+    async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
+        let known = self.edges(user, &edge.source).await?;
+        if known
+            .iter()
+            .any(|e| e.source == edge.source && e.target == edge.target && e.label == edge.label)
+        {
+            return Ok(Imported::Present);
+        }
+        self.add_edge(user, edge).await?;
+        Ok(Imported::Written)
+    }
+
+    /// Links a memory to an entity (linking again is a no-op).
+    async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
+        self.link_entity(user, &link.memory_id, &link.entity_id, link.role)
+            .await?;
+        Ok(Imported::Written)
+    }
+}
+
+// Forward every method, including the defaulted ones, so a wrapped store keeps its own.
+macro_rules! forward_transfer {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<S: TransferStore + ?Sized> TransferStore for $ptr<S> {
+            async fn users(&self) -> StoreResult<Vec<String>> {
+                (**self).users().await
+            }
+            async fn memories_after(
+                &self,
+                user: &str,
+                after: i64,
+                limit: usize,
+            ) -> StoreResult<Vec<StoredMemory>> {
+                (**self).memories_after(user, after, limit).await
+            }
+            async fn records(
+                &self,
+                user: &str,
+                kind: RecordKind,
+                offset: u64,
+                limit: usize,
+            ) -> StoreResult<Vec<Record>> {
+                (**self).records(user, kind, offset, limit).await
+            }
+            async fn import_memory(
+                &self,
+                memory: &NewMemory,
+                embedding: &[f32],
+                signature: &EmbeddingSignature,
+            ) -> StoreResult<Imported> {
+                (**self).import_memory(memory, embedding, signature).await
+            }
+            async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
+                (**self).import_event(user, event).await
+            }
+            async fn import_entity(
+                &self,
+                user: &str,
+                entity: &Entity,
+            ) -> StoreResult<ImportedEntity> {
+                (**self).import_entity(user, entity).await
+            }
+            async fn import_supersession(
+                &self,
+                user: &str,
+                supersession: &Supersession,
+            ) -> StoreResult<Imported> {
+                (**self).import_supersession(user, supersession).await
+            }
+            async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
+                (**self).import_edge(user, edge).await
+            }
+            async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
+                (**self).import_link(user, link).await
+            }
+        }
+    )*};
+}
+
+forward_transfer!(Arc, Box);
