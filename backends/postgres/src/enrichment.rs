@@ -394,7 +394,7 @@ pub(crate) async fn link_entity(
     memory_id: &MemoryId,
     entity: &EntityId,
     role: EntityRole,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let client = pool.get().await?;
     require_memory(&client, names, user, memory_id).await?;
     require_entity(&client, names, user, entity).await?;
@@ -415,10 +415,10 @@ pub(crate) async fn link_entity(
                     .to_owned(),
             ),
     );
-    sql::execute(&client, &built)
+    let inserted = sql::execute(&client, &built)
         .await
         .map_err(|e| missing_if_fk(e, format!("memory {memory_id}")))?;
-    Ok(())
+    Ok(inserted > 0)
 }
 
 pub(crate) async fn entity_memories(

@@ -130,6 +130,10 @@ impl PostgresStore {
         self.inner.pool.get().await
     }
 
+    pub(crate) fn connections(&self) -> &Connections {
+        &self.inner.pool
+    }
+
     pub(crate) fn names(&self) -> &Names {
         &self.inner.names
     }
@@ -1182,6 +1186,7 @@ impl MemoryStore for PostgresStore {
             role,
         )
         .await
+        .map(|_| ())
     }
 
     async fn entity_memories(

@@ -11,7 +11,7 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use tokio_postgres::Row;
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
-use crate::enrichment::{find_by_keys, require_memory};
+use crate::enrichment::{self, find_by_keys, require_memory};
 use crate::pg_err;
 use crate::schema::lock_key;
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
@@ -65,9 +65,9 @@ impl TransferStore for PostgresStore {
     async fn users(&self) -> StoreResult<Vec<String>> {
         let built = build(
             Query::select()
-                .distinct()
                 .column("user_id")
                 .from(self.names().table("memories"))
+                .group_by_col("user_id")
                 .order_by_expr(Expr::cust("user_id COLLATE \"C\""), Order::Asc),
         );
         let client = self.client().await?;
@@ -303,6 +303,22 @@ impl TransferStore for PostgresStore {
         Ok(ImportedEntity {
             outcome: Imported::Written,
             id: entity.id,
+        })
+    }
+
+    async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
+        let inserted = enrichment::link_entity(
+            self.connections(),
+            self.names(),
+            user,
+            &link.memory_id,
+            &link.entity_id,
+            link.role,
+        )
+        .await?;
+        Ok(match inserted {
+            true => Imported::Written,
+            false => Imported::Present,
         })
     }
 }

@@ -300,7 +300,7 @@ pub(crate) fn require_memory(conn: &Connection, user: &str, id: &MemoryId) -> St
     }
 }
 
-fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> StoreResult<()> {
+pub(crate) fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> StoreResult<()> {
     let exists: bool = conn
         .query_row(
             "SELECT EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND user_id = ?2)",

@@ -1,5 +1,6 @@
 //! [`TransferStore`] for SQLite: paged reads of every record, id-keeping imports.
 
+use crate::store::require_entity;
 use async_trait::async_trait;
 use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
 use cortex_core::{
@@ -262,6 +263,32 @@ impl TransferStore for SqliteStore {
             Ok(ImportedEntity {
                 outcome: Imported::Written,
                 id: entity.id,
+            })
+        })
+        .await
+    }
+
+    async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
+        let (user, link) = (user.to_owned(), link.clone());
+        self.write(move |tx| {
+            require_memory(tx, &user, &link.memory_id)?;
+            require_entity(tx, &user, &link.entity_id)?;
+            let inserted = tx
+                .execute(
+                    "INSERT INTO memory_entities (memory_id, entity_id, user_id, role)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT DO NOTHING",
+                    params![
+                        encode_id(&link.memory_id),
+                        encode_id(&link.entity_id),
+                        user,
+                        link.role.as_str()
+                    ],
+                )
+                .map_err(db_err)?;
+            Ok(match inserted {
+                0 => Imported::Present,
+                _ => Imported::Written,
             })
         })
         .await

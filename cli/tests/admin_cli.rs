@@ -1,0 +1,269 @@
+//! `cortex` administration end to end: the built binary over SQLite files (and Postgres
+//! when CORTEX_TEST_DATABASE_URL is set; under CI it must be): export and import round
+//! trips that compare every record, migrate SQLite -> Postgres -> SQLite with recall order
+//! kept, the everyday commands, and a kill -9 in the middle of import and migrate.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod admin_support;
+
+use admin_support::*;
+use serde_json::Value;
+
+#[tokio::test]
+async fn export_then_import_reproduces_every_record_and_a_second_import_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    seed(&a).await;
+    let original = export_lines(&a, true);
+    assert!(
+        kinds(&original).len() == 6,
+        "the seed covers memories and the five record types: {:?}",
+        kinds(&original)
+    );
+
+    // With vectors: no embedding call is needed.
+    let file = dir.path().join("all.jsonl");
+    ok(
+        &a,
+        &["export", "--all-users", "--with-vectors", "-o", path(&file)],
+    );
+    let b = sqlite_env(&dir.path().join("b.db"));
+    let first = json(&ok(&b, &["import", path(&file), "--json"]));
+    assert_eq!(first["counts"]["embedded"], 0, "{first}");
+    assert_eq!(export_lines(&b, true), original);
+
+    let again = json(&ok(&b, &["import", path(&file), "--json"]));
+    let counts = again["counts"].as_object().unwrap();
+    assert!(
+        counts
+            .iter()
+            .all(|(k, v)| k.ends_with("already present") || v == 0),
+        "a second import writes nothing: {again}"
+    );
+    assert_eq!(export_lines(&b, true), original);
+
+    // Without vectors: every memory is embedded again, to the same vectors.
+    let bare = dir.path().join("bare.jsonl");
+    ok(&a, &["export", "--all-users", "-o", path(&bare)]);
+    assert!(
+        !std::fs::read_to_string(&bare)
+            .unwrap()
+            .contains("\"embedding\"")
+    );
+    let c = sqlite_env(&dir.path().join("c.db"));
+    let imported = json(&ok(&c, &["import", path(&bare), "--json"]));
+    let memories = original
+        .iter()
+        .filter(|l| l.contains(r#""type":"memory""#))
+        .count();
+    assert_eq!(
+        imported["counts"]["embedded"], memories as u64,
+        "{imported}"
+    );
+    assert_eq!(export_lines(&c, true), original);
+}
+
+#[tokio::test]
+async fn a_malformed_line_names_its_number_and_writes_nothing_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    seed(&a).await;
+    let file = dir.path().join("x.jsonl");
+    ok(&a, &["export", "--all-users", "-o", path(&file)]);
+    let mut text: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    text.insert(4, r#"{"type":"memory","id":"not-a-uuid"}"#.to_owned());
+    let broken = dir.path().join("broken.jsonl");
+    std::fs::write(&broken, text.join("\n") + "\n").unwrap();
+
+    let b = sqlite_env(&dir.path().join("b.db"));
+    for args in [
+        vec!["import", path(&broken), "--dry-run"],
+        vec!["import", path(&broken)],
+    ] {
+        let out = run(&b, &args);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("line 5"), "{args:?}: {err}");
+    }
+    assert_eq!(count_rows(&dir.path().join("b.db"), "memories"), Some(0));
+
+    let valid = json(&ok(&b, &["import", path(&file), "--dry-run", "--json"]));
+    assert_eq!(valid["dry_run"], true);
+    assert!(valid["counts"]["memory"].as_u64().unwrap() > 0, "{valid}");
+    assert_eq!(count_rows(&dir.path().join("b.db"), "memories"), Some(0));
+
+    // An empty content fails validation as memorize would, with its line.
+    let mut bad = text.clone();
+    bad.remove(4);
+    bad[1] = bad[1].replacen(r#""content":""#, r#""content":"   ","was":""#, 1);
+    std::fs::write(&broken, bad.join("\n") + "\n").unwrap();
+    let out = run(&b, &["import", path(&broken)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("line 2"), "{err}");
+}
+
+#[tokio::test]
+async fn everyday_commands_work_and_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    let added = json(&ok(
+        &a,
+        &[
+            "add",
+            "Ada moved to Lisbon",
+            "--kind",
+            "event",
+            "--tag",
+            "Travel",
+            "--created-at",
+            "2021-03-04",
+            "--json",
+        ],
+    ));
+    assert_eq!(added["status"], "stored");
+    assert_eq!(added["memory"]["created_at"], "2021-03-04T00:00:00Z");
+    assert_eq!(added["memory"]["tags"][0], "travel");
+    let future = run(&a, &["add", "later", "--created-at", "2999-01-01"]);
+    assert!(!future.status.success());
+    assert!(String::from_utf8_lossy(&future.stderr).contains("future"));
+
+    for i in 0..7 {
+        ok(&a, &["add", &format!("note number {i} about gardening")]);
+    }
+    let found = json(&ok(&a, &["search", "Lisbon", "--json", "--limit", "3"]));
+    assert_eq!(found[0]["memory"]["content"], "Ada moved to Lisbon");
+
+    // Pages of 3 reach all 8 memories, once each.
+    let mut seen = Vec::new();
+    let mut cursor: Option<i64> = None;
+    loop {
+        let mut args = vec!["list", "--limit", "3", "--json"];
+        let c = cursor.map(|c| c.to_string());
+        if let Some(c) = &c {
+            args.extend(["--cursor", c]);
+        }
+        let page = json(&ok(&a, &args));
+        for m in page["memories"].as_array().unwrap() {
+            seen.push(m["memory"]["id"].as_str().unwrap().to_owned());
+        }
+        match page["next_cursor"].as_i64() {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!((seen.len(), unique.len()), (8, 8));
+
+    let stats = json(&ok(&a, &["stats", "--json"]));
+    assert_eq!(stats["live"], 8);
+    assert_eq!(stats["by_kind"]["event"], 1);
+    assert_eq!(stats["by_tag"]["travel"], 1);
+    assert_eq!(stats["signature"], "fake-hash (dim 256)");
+
+    let id = added["id"].as_str().unwrap();
+    let history = json(&ok(&a, &["history", &id[..8], "--json"]));
+    assert_eq!(history.as_array().unwrap().len(), 1);
+    assert!(history[0]["valid_until"].is_null());
+    ok(&a, &["forget", &id[..8]]);
+    assert_eq!(json(&ok(&a, &["stats", "--json"]))["live"], 7);
+    assert!(!run(&a, &["forget", &id[..8]]).status.success());
+
+    let doctor = json(&ok(&a, &["doctor", "--json"]));
+    let names: Vec<&str> = doctor
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["configuration", "store", "signature", "embedder"]);
+    assert!(doctor.as_array().unwrap().iter().all(|c| c["ok"] == true));
+
+    let completions = ok(&a, &["completions", "bash"]);
+    assert!(completions.contains("migrate") && completions.contains("import"));
+}
+
+#[tokio::test]
+async fn history_shows_the_supersession_chain_with_validity() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    let ids = seed(&a).await;
+    let chain = json(&ok(&a, &["history", &ids.old.to_string(), "--json"]));
+    let chain = chain.as_array().unwrap();
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    assert_eq!(chain[0]["memory"]["id"], ids.old.to_string());
+    assert!(chain[0]["valid_until"].is_string(), "{chain:?}");
+    assert!(chain[1]["valid_until"].is_null(), "{chain:?}");
+    assert_eq!(chain[0]["reason"], "moved");
+    let listed = json(&ok(&a, &["list", "--json", "--superseded"]));
+    let superseded: Vec<&Value> = listed["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["superseded"] == true)
+        .collect();
+    assert_eq!(superseded.len(), 1);
+}
+
+#[tokio::test]
+async fn migrate_sqlite_to_postgres_and_back_keeps_every_record_and_recall_order() {
+    let Some(url) = database_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    seed(&a).await;
+    let schema = unique_schema("admin_migrate");
+    let pg = postgres_env(&url, &schema);
+
+    let to_pg = [("CORTEX_PG_SCHEMA", schema.as_str())];
+    let report = json(&ok_with(&a, &to_pg, &["migrate", "--to", &url, "--json"]));
+    assert_eq!(report["users"].as_array().unwrap().len(), 2, "{report}");
+    // The target's schema comes from CORTEX_PG_SCHEMA, as for the server.
+    let again = json(&ok_with(&a, &to_pg, &["migrate", "--to", &url, "--json"]));
+    assert!(again["written"].as_object().unwrap().is_empty(), "{again}");
+
+    let c_path = dir.path().join("c.db");
+    ok(&pg, &["migrate", "--to", path(&c_path)]);
+    let c = sqlite_env(&c_path);
+
+    let (from_a, from_pg, from_c) = (
+        export_lines(&a, true),
+        export_lines(&pg, true),
+        export_lines(&c, true),
+    );
+    // Memories in the same order everywhere; the other records as sets (Postgres keeps
+    // entities and links in key order).
+    assert_eq!(memory_lines(&from_a), memory_lines(&from_pg));
+    assert_eq!(memory_lines(&from_a), memory_lines(&from_c));
+    assert_eq!(sorted(&from_a), sorted(&from_pg));
+    assert_eq!(sorted(&from_a), sorted(&from_c));
+
+    for query in [
+        "Ada Lisbon",
+        "tea",
+        "deadline for the report",
+        "gardening tools",
+    ] {
+        for user in ["ada", "bob"] {
+            let ranks = |env: &Env| {
+                let hits = json(&ok(
+                    env,
+                    &["search", query, "--json", "--user", user, "--limit", "20"],
+                ));
+                hits.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| (h["memory"]["id"].to_string(), h["score"].to_string()))
+                    .collect::<Vec<_>>()
+            };
+            let want = ranks(&a);
+            assert_eq!(ranks(&pg), want, "{query} for {user} on Postgres");
+            assert_eq!(ranks(&c), want, "{query} for {user} back on SQLite");
+        }
+    }
+    drop_schema(&url, &schema).await;
+}
