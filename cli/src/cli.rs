@@ -57,6 +57,9 @@ pub enum Command {
     Import(ImportArgs),
     /// Copies the configured store into another backend and verifies the copy per user.
     Migrate(MigrateArgs),
+    /// Embeds every memory again with the configured embedder and switches the store to
+    /// it atomically; resumable. Prints the calls and tokens it will cost first.
+    Reembed(ReembedArgs),
     /// Prints a shell completion script.
     Completions(CompletionsArgs),
     /// Runs a retrieval benchmark: LongMemEval (session-level recall and nDCG, and
@@ -122,7 +125,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
 
-    /// The provider cache file (SQLite); reruns are answered from it.
+    /// The provider cache file (SQLite); reruns are answered from it. Default:
+    /// ~/.cache/cortex/bench-providers.sqlite ($XDG_CACHE_HOME/cortex/ when set; without
+    /// a home, .cache/bench-cache.db in the working directory).
     #[arg(long, value_name = "FILE", conflicts_with = "no_cache")]
     pub cache: Option<PathBuf>,
 
@@ -287,4 +292,13 @@ pub struct MigrateArgs {
 pub struct CompletionsArgs {
     /// bash, zsh, fish, elvish or powershell.
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ReembedArgs {
+    /// Starts the re-embedding; without it only the estimate is printed.
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
 }

@@ -49,6 +49,7 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
         Command::Export(args) => Ok(commands::export_cmd(args).await?),
         Command::Import(args) => Ok(commands::import_cmd(args).await?),
         Command::Migrate(args) => Ok(commands::migrate_cmd(args).await?),
+        Command::Reembed(args) => Ok(commands::reembed_cmd(args).await?),
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "cortex", &mut std::io::stdout());

@@ -27,8 +27,10 @@ pub enum CortexError {
 
     /// The store was written with another embedding model or dimension.
     #[error(
-        "embedding signature mismatch: the store holds {stored}, the provider gives {got}; \
-         use the original model or a new store"
+        "embedding signature mismatch: the store holds vectors of {stored}, the configured \
+         embedder gives {got}; set CORTEX_EMBED_PROVIDER, CORTEX_EMBED_MODEL and \
+         CORTEX_EMBED_DIM back to what wrote the store ({stored}), or run `cortex reembed` \
+         to move the store to {got}"
     )]
     EmbeddingMismatch {
         stored: EmbeddingSignature,

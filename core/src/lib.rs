@@ -42,6 +42,6 @@ pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
 };
 pub use transfer::{
-    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoredMemory, TransferStore,
+    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoredMemory, Switch, TransferStore,
 };
 pub use usage::ProviderUsage;

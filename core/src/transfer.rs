@@ -101,6 +101,15 @@ pub struct ImportedEntity {
     pub id: EntityId,
 }
 
+/// Where a re-embedding stands after [`TransferStore::switch_vectors`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// Every memory now has its staged vector, and the signature is the new one.
+    Switched { memories: u64 },
+    /// Nothing changed: this many memories (written meanwhile) have no staged vector yet.
+    Missing { memories: u64 },
+}
+
 /// Reading a store out and writing records back with their ids. Every method is scoped to
 /// one user except [`users`](Self::users).
 #[async_trait]
@@ -177,6 +186,39 @@ pub trait TransferStore: MemoryStore {
         Ok(Imported::Written)
     }
 
+    /// Up to `limit` memories of any user, live or superseded, after store-wide insertion
+    /// sequence `after`, that have no staged vector of `signature`, in sequence order:
+    /// what a re-embedding still has to do.
+    async fn unstaged(
+        &self,
+        signature: &EmbeddingSignature,
+        after: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        let _ = (signature, after, limit);
+        Err(crate::error::StoreError::Unsupported("re-embedding"))
+    }
+
+    /// Keeps `vectors` of `signature` beside the memories' current ones, where recall does
+    /// not see them; staged vectors of any other signature are dropped first. Staging the
+    /// same memory again replaces its vector.
+    async fn stage_vectors(
+        &self,
+        signature: &EmbeddingSignature,
+        vectors: &[(MemoryId, Vec<f32>)],
+    ) -> StoreResult<()> {
+        let _ = (signature, vectors);
+        Err(crate::error::StoreError::Unsupported("re-embedding"))
+    }
+
+    /// In one transaction: when every memory has a staged vector of `signature`, those
+    /// replace the current vectors, `signature` becomes the store's and every user's
+    /// generation moves on; otherwise nothing changes.
+    async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
+        let _ = signature;
+        Err(crate::error::StoreError::Unsupported("re-embedding"))
+    }
+
     /// Links a memory to an entity (linking again is a no-op).
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
         self.link_entity(user, &link.memory_id, &link.entity_id, link.role)
@@ -240,6 +282,24 @@ macro_rules! forward_transfer {
             }
             async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
                 (**self).import_link(user, link).await
+            }
+            async fn unstaged(
+                &self,
+                signature: &EmbeddingSignature,
+                after: i64,
+                limit: usize,
+            ) -> StoreResult<Vec<Memory>> {
+                (**self).unstaged(signature, after, limit).await
+            }
+            async fn stage_vectors(
+                &self,
+                signature: &EmbeddingSignature,
+                vectors: &[(MemoryId, Vec<f32>)],
+            ) -> StoreResult<()> {
+                (**self).stage_vectors(signature, vectors).await
+            }
+            async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
+                (**self).switch_vectors(signature).await
             }
         }
     )*};

@@ -10,9 +10,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use cortex_core::{CortexMemory, EngineConfig, ProviderError, StoreError, TransferStore};
+use cortex_core::{
+    CortexMemory, EngineConfig, MemoryStore, ProviderError, StoreError, TransferStore,
+};
 use cortex_postgres::PostgresStore;
-use cortex_providers::HttpReranker;
+use cortex_providers::{HttpReranker, ProviderConfig};
 use cortex_sqlite::SqliteStore;
 use tokio::sync::OnceCell;
 
@@ -48,14 +50,46 @@ pub async fn build_engine_from_env() -> Result<Engine, EngineError> {
     build_engine(&config).await
 }
 
+/// The provider settings to use with `store`: the configured ones, except that with no
+/// `CORTEX_EMBED_PROVIDER` a store whose vectors come from the local model keeps the local
+/// model even when a key would make another provider the default.
+pub async fn honour_store(
+    providers: &ProviderConfig,
+    store: &dyn MemoryStore,
+) -> Result<ProviderConfig, EngineError> {
+    if let Some(local) = providers.local_alternative()
+        && store.signature().await? == Some(local.embedding_signature())
+    {
+        tracing::info!(
+            embedder = %local.embedding_signature(),
+            "the store was written by the local model: keeping it (set CORTEX_EMBED_PROVIDER \
+             to choose another and run `cortex reembed`)"
+        );
+        return Ok(local);
+    }
+    Ok(providers.clone())
+}
+
 /// Builds the store, the embedder and the engine `config` describes.
 pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> {
     // The embedder first: it is the step most likely to fail (a missing key), and it
-    // must not leave a database file behind when it does.
-    let embedder = config.providers.build_embedder()?;
-    let generator = config.providers.build_llm()?;
+    // must not leave a database file behind when it does. Only when a local model could
+    // be the store's own embedder is the store read first.
+    let (store, providers) = match config.providers.local_alternative() {
+        Some(_) => {
+            let store = open_store(&config.storage).await?;
+            let providers = honour_store(&config.providers, &*store).await?;
+            (Some(store), providers)
+        }
+        None => (None, config.providers.clone()),
+    };
+    let embedder = providers.build_embedder()?;
+    let generator = providers.build_llm()?;
     let reranker = config.reranker.clone().map(HttpReranker::new).transpose()?;
-    let store = open_store(&config.storage).await?;
+    let store = match store {
+        Some(store) => store,
+        None => open_store(&config.storage).await?,
+    };
     let engine_config = EngineConfig {
         layers: config.layers,
         ..EngineConfig::default()
@@ -75,7 +109,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         graph = config.layers.graph,
         dedup = config.layers.dedup,
         soft_update = config.layers.soft_update,
-        embedder = %config.providers.embedding_signature(),
+        embedder = %providers.embedding_signature(),
         reranker = config.reranker.as_ref().map(|r| r.model.as_str()),
         "engine ready"
     );

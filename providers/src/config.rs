@@ -264,6 +264,29 @@ impl ProviderConfig {
         })
     }
 
+    /// This configuration with the local model as the embedder, when the default rule chose
+    /// another (no `CORTEX_EMBED_PROVIDER`) and a local model is on disk. A store written by
+    /// the local model keeps it even after a `GEMINI_API_KEY` is added for the optional
+    /// layers: the caller compares this signature with the store's.
+    pub fn local_alternative(&self) -> Option<ProviderConfig> {
+        if self.embed_provider_explicit
+            || self.embed_provider == EmbedProviderKind::Local
+            || !local::AVAILABLE
+            || !self.local.has_model()
+        {
+            return None;
+        }
+        let (embed_model, embed_dimension, send_dimensions) =
+            embed_model_and_dimension(EmbedProviderKind::Local, None, None, &self.local).ok()?;
+        Some(ProviderConfig {
+            embed_provider: EmbedProviderKind::Local,
+            embed_model,
+            embed_dimension,
+            send_dimensions,
+            ..self.clone()
+        })
+    }
+
     /// The signature the configured embedder will report.
     pub fn embedding_signature(&self) -> EmbeddingSignature {
         EmbeddingSignature::new(self.embed_model.clone(), self.embed_dimension)

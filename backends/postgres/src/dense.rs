@@ -98,7 +98,7 @@ pub(crate) fn check_hnsw_dimension(dimension: usize) -> Result<(), StoreError> {
 pub(crate) const HNSW_INDEX: &str = "memories_embedding_hnsw_half";
 /// The index's name before it was `halfvec` for every dimension (it was `vector` up to
 /// 2,000 dimensions): replaced, or renamed where it already was `halfvec`.
-const LEGACY_HNSW_INDEX: &str = "memories_embedding_hnsw";
+pub(crate) const LEGACY_HNSW_INDEX: &str = "memories_embedding_hnsw";
 
 /// Builds the HNSW index once the dimension is known, without blocking writers
 /// (`CREATE INDEX CONCURRENTLY`, which must run outside a transaction). Idempotent and

@@ -14,8 +14,9 @@
 //! statistics), `dense` (exact or HNSW candidate selection), `search` (the pushdown
 //! statement), `tie_break` (its exact dense order among near-equal distances),
 //! `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment`
-//! (events, entities, edges, links, supersessions), `store` (the `MemoryStore` impl) and
-//! `transfer` (paged export reads and id-keeping imports).
+//! (events, entities, edges, links, supersessions), `store` (the `MemoryStore` impl),
+//! `transfer` (paged export reads and id-keeping imports) and `reembed` (staged vectors
+//! and the switch to a new embedding signature).
 
 mod codec;
 pub mod config;
@@ -26,6 +27,7 @@ mod lexical_paths;
 mod pool;
 mod postings;
 mod reanalyze;
+mod reembed;
 mod schema;
 mod search;
 mod sql;

@@ -262,6 +262,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX postings_impact ON {s}.postings (user_id, term, tf, doc_len, seq);
     "#,
+    // 5: vectors of a re-embedding in progress, kept apart until the switch.
+    r#"
+    CREATE TABLE {s}.staged_embeddings (
+        id        uuid   PRIMARY KEY REFERENCES {s}.memories (id) ON DELETE CASCADE,
+        signature text   NOT NULL,
+        embedding vector NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
@@ -33,7 +33,7 @@ use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
 use crate::{pg_err, pool, search, tls};
 
-const SIGNATURE_KEY: &str = "embedding_signature";
+pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 /// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
 const MAX_CACHED_COUNTS: usize = 100_000;
 
@@ -47,8 +47,8 @@ struct Inner {
     names: Names,
     config: PostgresConfig,
     server: ServerInfo,
-    /// The signature once read or written; it never changes after the first write.
-    signature: OnceLock<EmbeddingSignature>,
+    /// The signature once read or written; only a re-embedding's switch changes it.
+    signature: RwLock<Option<EmbeddingSignature>>,
     hnsw_ready: AtomicBool,
     hnsw_building: AtomicBool,
     /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode.
@@ -96,7 +96,7 @@ impl PostgresStore {
                 names,
                 config,
                 server,
-                signature: OnceLock::new(),
+                signature: RwLock::new(None),
                 hnsw_ready: AtomicBool::new(false),
                 hnsw_building: AtomicBool::new(false),
                 live_counts: Mutex::new(HashMap::new()),
@@ -138,14 +138,39 @@ impl PostgresStore {
         &self.inner.names
     }
 
+    fn cached_signature(&self) -> Option<EmbeddingSignature> {
+        self.inner
+            .signature
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Caches the store's signature, as read, written, or switched to by a re-embedding
+    /// (which also forgets the HNSW index when the dimension changed).
+    pub(crate) fn remember_signature(&self, signature: EmbeddingSignature) {
+        let mut known = self
+            .inner
+            .signature
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if known
+            .as_ref()
+            .is_some_and(|k| k.dimension != signature.dimension)
+        {
+            self.inner.hnsw_ready.store(false, Ordering::Release);
+        }
+        *known = Some(signature);
+    }
+
     async fn known_signature(&self) -> Result<Option<EmbeddingSignature>, StoreError> {
-        if let Some(known) = self.inner.signature.get() {
-            return Ok(Some(known.clone()));
+        if let Some(known) = self.cached_signature() {
+            return Ok(Some(known));
         }
         let client = self.client().await?;
         let read = read_signature(&client, self.names()).await?;
         if let Some(signature) = &read {
-            let _ = self.inner.signature.set(signature.clone());
+            self.remember_signature(signature.clone());
         }
         Ok(read)
     }
@@ -667,7 +692,7 @@ async fn explain_generic(
     Ok(plans)
 }
 
-async fn read_signature<C: GenericClient>(
+pub(crate) async fn read_signature<C: GenericClient>(
     client: &C,
     names: &Names,
 ) -> Result<Option<EmbeddingSignature>, StoreError> {
@@ -861,7 +886,7 @@ impl MemoryStore for PostgresStore {
         tx.commit().await.map_err(pg_err)?;
         // Back to the pool before anything else takes a connection.
         drop(client);
-        let _ = self.inner.signature.set(signature.clone());
+        self.remember_signature(signature.clone());
         if first && self.inner.config.dense_mode == DenseMode::Hnsw {
             // The table is empty but for this row: building now is instant.
             self.ensure_hnsw(signature.dimension).await?;

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use cortex_core::records::{Entity, EntityRole, Event, Supersession};
 use cortex_core::{
-    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoreError, StoreResult,
-    StoredMemory, TransferStore,
+    EmbeddingSignature, EntityLink, Imported, ImportedEntity, Memory, MemoryId, Record, RecordKind,
+    StoreError, StoreResult, StoredMemory, Switch, TransferStore,
 };
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, Order, Query};
@@ -12,10 +12,10 @@ use tokio_postgres::Row;
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
 use crate::enrichment::{self, find_by_keys, require_memory};
-use crate::pg_err;
 use crate::schema::lock_key;
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
 use crate::store::PostgresStore;
+use crate::{pg_err, reembed};
 
 fn supersession(r: &Row) -> StoreResult<Record> {
     Ok(Record::Supersession(Supersession {
@@ -320,5 +320,37 @@ impl TransferStore for PostgresStore {
             true => Imported::Written,
             false => Imported::Present,
         })
+    }
+
+    async fn unstaged(
+        &self,
+        signature: &EmbeddingSignature,
+        after: i64,
+        max: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        let client = self.client().await?;
+        reembed::unstaged(&client, self.names(), signature, after, max).await
+    }
+
+    async fn stage_vectors(
+        &self,
+        signature: &EmbeddingSignature,
+        vectors: &[(MemoryId, Vec<f32>)],
+    ) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        reembed::stage(&tx, self.names(), signature, vectors).await?;
+        tx.commit().await.map_err(pg_err)
+    }
+
+    async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_err)?;
+        let outcome = reembed::switch(&tx, self.names(), signature).await?;
+        tx.commit().await.map_err(pg_err)?;
+        if let Switch::Switched { .. } = outcome {
+            self.remember_signature(signature.clone());
+        }
+        Ok(outcome)
     }
 }

@@ -82,6 +82,14 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX memory_entities_entity ON memory_entities (entity_id);
     "#,
+    // 2: vectors of a re-embedding in progress, kept apart until the switch.
+    r#"
+    CREATE TABLE staged_embeddings (
+        id        TEXT NOT NULL PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        signature TEXT NOT NULL,
+        embedding BLOB NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -24,7 +24,7 @@ use crate::codec::{
 use crate::db_err;
 use crate::schema::migrate;
 
-const SIGNATURE_KEY: &str = "embedding_signature";
+pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
 
 /// How long a statement waits for another connection's lock before it fails.

@@ -4,8 +4,8 @@ use crate::store::require_entity;
 use async_trait::async_trait;
 use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
 use cortex_core::{
-    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoreError, StoreResult,
-    StoredMemory, TransferStore,
+    EmbeddingSignature, EntityLink, Imported, ImportedEntity, Memory, MemoryId, Record, RecordKind,
+    StoreError, StoreResult, StoredMemory, Switch, TransferStore,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -14,6 +14,7 @@ use crate::codec::{
     encode_time,
 };
 use crate::db_err;
+use crate::reembed;
 use crate::store::{SqliteStore, decode_entity, find_entity_by_keys, read_entity, require_memory};
 
 fn page(limit: usize) -> i64 {
@@ -292,5 +293,31 @@ impl TransferStore for SqliteStore {
             })
         })
         .await
+    }
+
+    async fn unstaged(
+        &self,
+        signature: &EmbeddingSignature,
+        after: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        let (signature, limit) = (signature.encode(), page(limit));
+        self.run(move |conn| reembed::unstaged(conn, &signature, after, limit))
+            .await
+    }
+
+    async fn stage_vectors(
+        &self,
+        signature: &EmbeddingSignature,
+        vectors: &[(MemoryId, Vec<f32>)],
+    ) -> StoreResult<()> {
+        let (signature, vectors) = (signature.clone(), vectors.to_vec());
+        self.write(move |tx| reembed::stage(tx, &signature, &vectors))
+            .await
+    }
+
+    async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
+        let signature = signature.clone();
+        self.write(move |tx| reembed::switch(tx, &signature)).await
     }
 }

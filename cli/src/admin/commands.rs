@@ -15,9 +15,11 @@ use crate::admin::export::export;
 use crate::admin::import::{Importer, LineCheck, Vectors, read_batch, read_header};
 use crate::admin::migrate::migrate;
 use crate::admin::progress::Progress;
+use crate::admin::reembed::{estimate, reembed};
 use crate::admin::{Context, storage_of};
 use crate::cli::{
-    AddArgs, ExportArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, SearchArgs, StatsArgs,
+    AddArgs, ExportArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, ReembedArgs, SearchArgs,
+    StatsArgs,
 };
 
 fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
@@ -426,5 +428,59 @@ pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
     }
     println!("migrated {} user(s)", verified.len());
     let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+pub async fn reembed_cmd(args: ReembedArgs) -> Result<(), AdminError> {
+    let ctx = Context::open().await?;
+    let embedder = ctx.config.providers.build_embedder()?;
+    let target = embedder.embedding_signature();
+    let stored = ctx.store.signature().await?;
+    match &stored {
+        Some(stored) if *stored == target => {
+            println!("the store already holds vectors of {target}: nothing to do");
+            return Ok(());
+        }
+        None => {
+            println!("the store is empty: its first memory will record {target}");
+            return Ok(());
+        }
+        Some(_) => {}
+    }
+    let plan = estimate(&*ctx.store, &target).await?;
+    let free = matches!(embedder.name(), "local" | "fake");
+    if !args.yes {
+        if args.json {
+            return print_json(&json!({
+                "started": false,
+                "from": stored.map(|s| s.to_string()),
+                "to": target.to_string(),
+                "estimate": plan,
+            }));
+        }
+        let from = stored.map(|s| s.to_string()).unwrap_or_default();
+        println!("re-embedding from {from} to {target}:");
+        println!(
+            "  {} memories, {} calls to {}, about {} input tokens ({} characters){}",
+            plan.memories,
+            plan.calls,
+            embedder.name(),
+            plan.tokens,
+            plan.characters,
+            if free { "; no cost: it runs here" } else { "" }
+        );
+        println!("nothing done yet: run `cortex reembed --yes` to start");
+        return Ok(());
+    }
+    let progress = Progress::new("reembed", Some(plan.memories));
+    let done = reembed(&*ctx.store, &*embedder, &progress).await?;
+    progress.finish();
+    if args.json {
+        return print_json(&json!({"started": true, "to": target.to_string(), "outcome": done}));
+    }
+    println!(
+        "switched {} memories to {target}: {} embedded in {} calls ({} tokens reported)",
+        done.switched, done.embedded, done.calls, done.tokens
+    );
     Ok(())
 }

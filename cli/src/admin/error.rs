@@ -34,8 +34,8 @@ pub enum AdminError {
     /// The store holds vectors of another model than the one configured.
     #[error(
         "the store holds vectors of {stored}, the configured embedder writes {configured}: set \
-         CORTEX_EMBED_PROVIDER/CORTEX_EMBED_MODEL back to {stored}, or run `cortex reembed` \
-         to move the store to {configured}"
+         CORTEX_EMBED_PROVIDER, CORTEX_EMBED_MODEL and CORTEX_EMBED_DIM back to what wrote \
+         the store ({stored}), or run `cortex reembed` to move the store to {configured}"
     )]
     SignatureMismatch {
         stored: EmbeddingSignature,

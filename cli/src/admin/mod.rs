@@ -9,12 +9,13 @@ pub mod import;
 pub mod migrate;
 pub mod pager;
 pub mod progress;
+pub mod reembed;
 pub mod summary;
 
 use std::sync::Arc;
 
 use cortex_core::TransferStore;
-use cortex_mcp::engine::open_store;
+use cortex_mcp::engine::{honour_store, open_store};
 use cortex_mcp::{Engine, ServerConfig, Storage, build_engine};
 use cortex_postgres::PostgresConfig;
 use cortex_sqlite::SqliteConfig;
@@ -31,8 +32,9 @@ pub struct Context {
 impl Context {
     /// Reads the environment as the server does and opens its store.
     pub async fn open() -> Result<Self, AdminError> {
-        let config = ServerConfig::from_env()?;
+        let mut config = ServerConfig::from_env()?;
         let store = open_store(&config.storage).await?;
+        config.providers = honour_store(&config.providers, &*store).await?;
         Ok(Self { config, store })
     }
 

@@ -1,6 +1,7 @@
 //! The embedder and the QA models of a run, from the environment (`ProviderConfig`), each
 //! wrapped in a `CachingProvider` over one on-disk cache file so a rerun costs nothing.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -128,7 +129,67 @@ fn build_llm(config: &ProviderConfig, model: &str) -> Result<Arc<dyn LLMProvider
     config.build_llm()?.ok_or(BenchError::NoLlm)
 }
 
-/// The default cache file, under the working directory like the test model.
+/// The default cache file: `bench-providers.sqlite` in the user's cache directory,
+/// `$XDG_CACHE_HOME/cortex/` or else `~/.cache/cortex/`, so runs from any directory share
+/// it and none leaves a `.cache/` behind in the working directory.
 pub fn default_cache_path() -> PathBuf {
-    PathBuf::from(".cache").join("bench-cache.db")
+    default_cache_path_from(|name| std::env::var_os(name))
+}
+
+/// [`default_cache_path`] reading the environment through `var`.
+fn default_cache_path_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    // The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache_dir = set("XDG_CACHE_HOME")
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| set("HOME").map(|home| home.join(".cache")));
+    match cache_dir {
+        Some(dir) => dir.join("cortex").join("bench-providers.sqlite"),
+        // No home (a service account, a test's cleared environment): the working
+        // directory, as before there was a default per user. Not the temporary
+        // directory, which other users share (they could read or plant answers), and
+        // not "no cache", which would silently pay every provider call again on reruns.
+        None => PathBuf::from(".cache").join("bench-cache.db"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn path_with(vars: &[(&str, &str)]) -> PathBuf {
+        let vars: HashMap<&str, OsString> = vars.iter().map(|(k, v)| (*k, (*v).into())).collect();
+        default_cache_path_from(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn the_default_cache_is_in_the_users_cache_directory() {
+        assert_eq!(
+            path_with(&[("HOME", "/home/ada")]),
+            Path::new("/home/ada/.cache/cortex/bench-providers.sqlite")
+        );
+        assert_eq!(
+            path_with(&[("HOME", "/home/ada"), ("XDG_CACHE_HOME", "/var/cache/ada")]),
+            Path::new("/var/cache/ada/cortex/bench-providers.sqlite")
+        );
+        // A relative or empty XDG_CACHE_HOME is ignored.
+        for xdg in ["relative/cache", ""] {
+            assert_eq!(
+                path_with(&[("HOME", "/home/ada"), ("XDG_CACHE_HOME", xdg)]),
+                Path::new("/home/ada/.cache/cortex/bench-providers.sqlite"),
+                "{xdg:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_a_home_the_cache_falls_back_to_the_working_directory() {
+        assert_eq!(path_with(&[]), Path::new(".cache/bench-cache.db"));
+        assert_eq!(
+            path_with(&[("HOME", "")]),
+            Path::new(".cache/bench-cache.db")
+        );
+    }
 }

@@ -1,0 +1,178 @@
+//! Re-embedding on PostgreSQL: new vectors staged beside the current ones, then switched
+//! in one transaction, so recall reads the old vectors until the commit that replaces them
+//! all.
+
+use cortex_core::{EmbeddingSignature, Memory, MemoryId, StoreError, StoreResult, Switch};
+use deadpool_postgres::GenericClient;
+use pgvector::Vector;
+use sea_query::{Expr, ExprTrait, Order, Query};
+
+use crate::codec::{memory_at, memory_columns};
+use crate::dense::{HNSW_INDEX, LEGACY_HNSW_INDEX};
+use crate::pg_err;
+use crate::schema::Names;
+use crate::sql::{build, get, is_foreign_key_violation, limit, row_opt, rows};
+use crate::store::{SIGNATURE_KEY, read_signature};
+
+pub(crate) async fn unstaged<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    signature: &EmbeddingSignature,
+    after: i64,
+    max: usize,
+) -> StoreResult<Vec<Memory>> {
+    let built = build(
+        Query::select()
+            .columns(memory_columns("m"))
+            .from_as(names.table("memories"), "m")
+            .and_where(Expr::col(("m", "seq")).gt(after))
+            .and_where(Expr::cust_with_values(
+                format!(
+                    "NOT EXISTS (SELECT 1 FROM {} s WHERE s.id = m.id AND s.signature = $1)",
+                    names.q("staged_embeddings")
+                ),
+                [signature.encode()],
+            ))
+            .order_by(("m", "seq"), Order::Asc)
+            .limit(limit(max)),
+    );
+    rows(client, &built)
+        .await?
+        .iter()
+        .map(|r| memory_at(r, 0))
+        .collect()
+}
+
+pub(crate) async fn stage<C: GenericClient>(
+    tx: &C,
+    names: &Names,
+    signature: &EmbeddingSignature,
+    vectors: &[(MemoryId, Vec<f32>)],
+) -> StoreResult<()> {
+    let encoded = signature.encode();
+    tx.execute(
+        &format!(
+            "DELETE FROM {} WHERE signature <> $1",
+            names.q("staged_embeddings")
+        ),
+        &[&encoded],
+    )
+    .await
+    .map_err(pg_err)?;
+    let insert = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (id, signature, embedding) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET signature = EXCLUDED.signature,
+                                            embedding = EXCLUDED.embedding",
+            names.q("staged_embeddings")
+        ))
+        .await
+        .map_err(pg_err)?;
+    for (id, vector) in vectors {
+        if vector.len() != signature.dimension {
+            return Err(StoreError::Config(format!(
+                "a staged vector of {id} has {} dimensions; {signature} has {}",
+                vector.len(),
+                signature.dimension
+            )));
+        }
+        let value = Vector::from(vector.clone());
+        if let Err(e) = tx.execute(&insert, &[id, &encoded, &value]).await {
+            let e = pg_err(e);
+            return Err(match is_foreign_key_violation(&e) {
+                true => StoreError::MissingReference(format!("memory {id}")),
+                false => e,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The switch, inside the caller's transaction.
+pub(crate) async fn switch<C: GenericClient>(
+    tx: &C,
+    names: &Names,
+    signature: &EmbeddingSignature,
+) -> StoreResult<Switch> {
+    let (memories, staged) = (names.q("memories"), names.q("staged_embeddings"));
+    // Writers wait for the switch (SHARE conflicts with their ROW EXCLUSIVE), so no memory
+    // arrives with an old vector between the count and the update; they then find the new
+    // signature and are refused if they carry the old one.
+    tx.batch_execute(&format!("LOCK TABLE {memories} IN SHARE MODE"))
+        .await
+        .map_err(pg_err)?;
+    let encoded = signature.encode();
+    let missing = build(
+        Query::select()
+            .expr(Expr::cust("count(*)"))
+            .from_as(names.table("memories"), "m")
+            .and_where(Expr::cust_with_values(
+                format!(
+                    "NOT EXISTS (SELECT 1 FROM {staged} s WHERE s.id = m.id AND s.signature = $1)"
+                ),
+                [encoded.clone()],
+            )),
+    );
+    let missing: i64 = match row_opt(tx, &missing).await? {
+        Some(row) => get(&row, 0)?,
+        None => 0,
+    };
+    if missing > 0 {
+        return Ok(Switch::Missing {
+            memories: missing as u64,
+        });
+    }
+    let old = read_signature(tx, names).await?;
+    let resized = old
+        .as_ref()
+        .is_some_and(|o| o.dimension != signature.dimension);
+    if resized {
+        // The HNSW index and the dimension check are built for the old dimension; the
+        // index comes back at the next search that wants it.
+        tx.batch_execute(&format!(
+            "DROP INDEX IF EXISTS {}; DROP INDEX IF EXISTS {};
+             ALTER TABLE {memories} DROP CONSTRAINT IF EXISTS memories_embedding_dim;",
+            names.q(HNSW_INDEX),
+            names.q(LEGACY_HNSW_INDEX),
+        ))
+        .await
+        .map_err(pg_err)?;
+    }
+    let updated = tx
+        .execute(
+            &format!(
+                "UPDATE {memories} m SET embedding = s.embedding FROM {staged} s WHERE s.id = m.id"
+            ),
+            &[],
+        )
+        .await
+        .map_err(pg_err)?;
+    if resized {
+        // DDL cannot bind parameters; the dimension is an integer we hold.
+        tx.batch_execute(&format!(
+            "ALTER TABLE {memories} ADD CONSTRAINT memories_embedding_dim \
+             CHECK (vector_dims(embedding) = {})",
+            signature.dimension
+        ))
+        .await
+        .map_err(pg_err)?;
+    }
+    tx.execute(
+        &format!(
+            "INSERT INTO {} (key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            names.q("meta")
+        ),
+        &[&SIGNATURE_KEY, &encoded],
+    )
+    .await
+    .map_err(pg_err)?;
+    // Every cached index was built from the old vectors.
+    tx.batch_execute(&format!(
+        "UPDATE {} SET generation = generation + 1; DELETE FROM {staged};",
+        names.q("users")
+    ))
+    .await
+    .map_err(pg_err)?;
+    Ok(Switch::Switched { memories: updated })
+}
