@@ -7,7 +7,7 @@
 #   run Docker: the tests then start pgvector/pgvector:pg17 with testcontainers);
 #   without either, the Postgres tests print one skip line each (and fail under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
-# - The local embedder's test model (all-MiniLM-L6-v2), into .cache/models.
+# - The local embedder's test model (all-MiniLM-L6-v2), into ~/.cortex/models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -299,6 +299,10 @@ pub struct ReembedArgs {
     /// Starts the re-embedding; without it only the estimate is printed.
     #[arg(long)]
     pub yes: bool,
+    /// Memories per embedding call (and per staging transaction), for providers with a
+    /// smaller batch limit.
+    #[arg(long, default_value_t = crate::admin::reembed::BATCH, value_parser = clap::value_parser!(u64).range(1..=2048))]
+    pub batch: u64,
     #[arg(long)]
     pub json: bool,
 }

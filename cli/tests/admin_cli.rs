@@ -267,3 +267,140 @@ async fn migrate_sqlite_to_postgres_and_back_keeps_every_record_and_recall_order
     }
     drop_schema(&url, &schema).await;
 }
+
+#[tokio::test]
+async fn reembed_on_postgres_estimates_first_then_switches_to_the_new_models_vectors() {
+    let Some(url) = database_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a_path = dir.path().join("a.db");
+    let a = sqlite_env(&a_path);
+    seed(&a).await;
+    let schema = unique_schema("admin_reembed");
+    let pg = postgres_env(&url, &schema);
+    ok_with(
+        &a,
+        &[("CORTEX_PG_SCHEMA", &schema)],
+        &["migrate", "--to", &url],
+    );
+    let before = export_lines(&pg, true);
+
+    let dim64 = [("CORTEX_EMBED_DIM", "64")];
+    let plan = json(&ok_with(&pg, &dim64, &["reembed", "--json"]));
+    assert_eq!(plan["started"], false, "{plan}");
+    assert_eq!(plan["estimate"]["memories"], 8, "{plan}");
+    assert_eq!(plan["estimate"]["calls"], 1, "{plan}");
+    assert!(plan["estimate"]["tokens"].as_u64().unwrap() > 20, "{plan}");
+    assert_eq!(
+        export_lines(&pg, true),
+        before,
+        "the estimate changes nothing"
+    );
+
+    let done = json(&ok_with(
+        &pg,
+        &dim64,
+        &["reembed", "--yes", "--json", "--batch", "3"],
+    ));
+    assert_eq!(done["outcome"]["switched"], 8, "{done}");
+    assert_eq!(done["outcome"]["calls"], 3, "{done}");
+
+    // The same records re-embedded on SQLite give the same lines, vectors included.
+    ok_with(&a, &dim64, &["reembed", "--yes"]);
+    let with64 = |env: &Env| {
+        let mut env = env.clone();
+        env.push(("CORTEX_EMBED_DIM".into(), "64".into()));
+        export_lines(&env, true)
+    };
+    assert_eq!(sorted(&with64(&pg)), sorted(&with64(&a)));
+    assert!(with64(&pg)[0].contains(r#""embedding":["#));
+
+    // Recall works on the new vectors, through the exact path and the HNSW index (built
+    // again for the new dimension), and agrees with SQLite.
+    for mode in ["exact", "hnsw"] {
+        let hits = json(&ok_with(
+            &pg,
+            &[("CORTEX_EMBED_DIM", "64"), ("CORTEX_PG_DENSE_MODE", mode)],
+            &["search", "green tea", "--json", "--limit", "3"],
+        ));
+        assert_eq!(
+            hits[0]["memory"]["content"], "Ada prefers green tea to coffee",
+            "{mode}: {hits}"
+        );
+    }
+    let old = run(&pg, &["search", "tea"]);
+    assert!(!old.status.success());
+    drop_schema(&url, &schema).await;
+}
+
+/// The local all-MiniLM-L6-v2 model, or a skip outside CI.
+fn local_model() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR").map(std::path::PathBuf::from);
+    match dir.filter(|d| d.join("model.safetensors").is_file()) {
+        Some(dir) => Some(dir),
+        None => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CORTEX_TEST_MODEL_DIR must name the fetched model under CI"
+            );
+            eprintln!("skipped: no local model (scripts/fetch-test-model.sh)");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_store_written_by_the_local_model_keeps_it_when_a_gemini_key_appears() {
+    let Some(model) = local_model() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // The model where the server looks by default: ~/.cortex/models/all-MiniLM-L6-v2.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".cortex/models")).unwrap();
+    std::os::unix::fs::symlink(&model, home.join(".cortex/models/all-MiniLM-L6-v2")).unwrap();
+    let db = dir.path().join("m.db");
+    let env: Env = vec![
+        ("HOME".into(), home.display().to_string()),
+        ("CORTEX_DB_PATH".into(), db.display().to_string()),
+    ];
+    ok(&env, &["add", "Ada prefers green tea to coffee"]);
+    let stats = json(&ok(&env, &["stats", "--json"]));
+    let local_signature = stats["signature"].as_str().unwrap().to_owned();
+    assert!(local_signature.contains("MiniLM"), "{stats}");
+
+    // A Gemini key for the optional layers, pointing nowhere: any embedding call to it
+    // would fail, so success means the local model answered.
+    let keyed: Env = env
+        .iter()
+        .cloned()
+        .chain([
+            ("GEMINI_API_KEY".into(), "test-key".into()),
+            ("CORTEX_GEMINI_BASE_URL".into(), "http://127.0.0.1:9".into()),
+        ])
+        .collect();
+    ok(&keyed, &["add", "Bob prefers coffee, black"]);
+    let hits = json(&ok(&keyed, &["search", "what does Ada drink", "--json"]));
+    assert_eq!(
+        hits[0]["memory"]["content"],
+        "Ada prefers green tea to coffee"
+    );
+    let doctor = json(&ok(&keyed, &["doctor", "--json"]));
+    let signature = doctor
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "signature")
+        .unwrap();
+    assert_eq!(signature["ok"], true, "{doctor}");
+
+    // Choosing Gemini explicitly is a change of model: refused with both ways out.
+    let explicit: Env = keyed
+        .iter()
+        .cloned()
+        .chain([("CORTEX_EMBED_PROVIDER".into(), "gemini".into())])
+        .collect();
+    let out = run(&explicit, &["add", "Carol likes rooibos"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cortex reembed"),
+        "{err}"
+    );
+}

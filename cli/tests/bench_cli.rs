@@ -303,7 +303,9 @@ fn local_model() -> Option<PathBuf> {
     let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/models/all-MiniLM-L6-v2")
+            let home = std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from);
+            home.join(".cortex/models/all-MiniLM-L6-v2")
         });
     dir.join("model.safetensors").exists().then_some(dir)
 }

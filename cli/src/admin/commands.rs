@@ -447,7 +447,7 @@ pub async fn reembed_cmd(args: ReembedArgs) -> Result<(), AdminError> {
         }
         Some(_) => {}
     }
-    let plan = estimate(&*ctx.store, &target).await?;
+    let plan = estimate(&*ctx.store, &target, args.batch as usize).await?;
     let free = matches!(embedder.name(), "local" | "fake");
     if !args.yes {
         if args.json {
@@ -473,7 +473,7 @@ pub async fn reembed_cmd(args: ReembedArgs) -> Result<(), AdminError> {
         return Ok(());
     }
     let progress = Progress::new("reembed", Some(plan.memories));
-    let done = reembed(&*ctx.store, &*embedder, &progress).await?;
+    let done = reembed(&*ctx.store, &*embedder, args.batch as usize, &progress).await?;
     progress.finish();
     if args.json {
         return print_json(&json!({"started": true, "to": target.to_string(), "outcome": done}));

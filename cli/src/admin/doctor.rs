@@ -1,7 +1,7 @@
 //! `cortex doctor`: what is configured, whether it works, and what to fix.
 
 use cortex_core::EmbedTask;
-use cortex_mcp::engine::open_store;
+use cortex_mcp::engine::{honour_store, open_store};
 use cortex_mcp::{ServerConfig, Storage};
 use cortex_postgres::PostgresStore;
 use cortex_providers::EmbedProviderKind;
@@ -93,7 +93,15 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
     if let Storage::Postgres(c) = &config.storage {
         checks.push(check("pgvector", pgvector_version(c).await));
     }
-    let configured = config.providers.embedding_signature();
+    // As the server would: a store written by the local model keeps it.
+    let providers = match honour_store(&config.providers, &*store).await {
+        Ok(p) => p,
+        Err(e) => {
+            checks.push(check("signature", Err(e.to_string())));
+            return checks;
+        }
+    };
+    let configured = providers.embedding_signature();
     checks.push(check(
         "signature",
         match store.signature().await {
@@ -107,7 +115,7 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
             Err(e) => Err(e.to_string()),
         },
     ));
-    let embedder = config.providers.build_embedder();
+    let embedder = providers.build_embedder();
     checks.push(check(
         "embedder",
         embedder

@@ -9,8 +9,8 @@ use serde::Serialize;
 use crate::admin::error::AdminError;
 use crate::admin::progress::Progress;
 
-/// Memories per embedding call and per staging transaction.
-pub const BATCH: usize = 64;
+/// Memories per embedding call and per staging transaction, by default.
+pub const BATCH: u64 = 64;
 /// A rough English average, for the estimate only; the run reports the provider's count.
 const CHARS_PER_TOKEN: u64 = 4;
 /// Rounds of "embed what arrived meanwhile, then switch" before giving up.
@@ -42,6 +42,7 @@ pub struct Outcome {
 pub async fn estimate(
     store: &dyn TransferStore,
     signature: &EmbeddingSignature,
+    batch: usize,
 ) -> Result<Estimate, AdminError> {
     let mut estimate = Estimate::default();
     let mut after = 0;
@@ -55,7 +56,7 @@ pub async fn estimate(
             .map(|m| m.content.chars().count() as u64)
             .sum::<u64>();
     }
-    estimate.calls = estimate.memories.div_ceil(BATCH as u64);
+    estimate.calls = estimate.memories.div_ceil(batch.max(1) as u64);
     estimate.tokens = estimate.characters.div_ceil(CHARS_PER_TOKEN);
     Ok(estimate)
 }
@@ -65,6 +66,7 @@ pub async fn estimate(
 pub async fn reembed(
     store: &dyn TransferStore,
     embedder: &dyn LLMProvider,
+    batch: usize,
     progress: &Progress,
 ) -> Result<Outcome, AdminError> {
     let signature = embedder.embedding_signature();
@@ -72,7 +74,7 @@ pub async fn reembed(
     for _ in 0..ROUNDS {
         let mut after = 0;
         loop {
-            let page = store.unstaged(&signature, after, BATCH).await?;
+            let page = store.unstaged(&signature, after, batch.max(1)).await?;
             let Some(last) = page.last() else { break };
             after = last.seq;
             let texts: Vec<String> = page.iter().map(|m| m.content.clone()).collect();

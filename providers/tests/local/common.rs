@@ -8,7 +8,9 @@ use cortex_providers::{LocalOptions, LocalProvider};
 
 /// Where scripts/fetch-test-model.sh puts the model when given no directory.
 fn default_model_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/models/all-MiniLM-L6-v2")
+    let home =
+        std::env::var_os("HOME").map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from);
+    home.join(".cortex/models/all-MiniLM-L6-v2")
 }
 
 /// The all-MiniLM-L6-v2 directory: `CORTEX_TEST_MODEL_DIR`, else the fetch script's
