@@ -19,7 +19,7 @@ pub mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::MemoryStore;
+use cortex_core::{MemoryStore, TransferStore};
 
 /// Creates isolated storage for one scenario.
 #[async_trait]
@@ -47,6 +47,11 @@ pub trait TestStorage: Send + Sync {
     /// processes sharing one database; dropping every handle and connecting again is a
     /// close and reopen.
     async fn connect(&self) -> Arc<dyn MemoryStore>;
+
+    /// A new handle as a [`TransferStore`], for backends that run [`transfer_suite!`].
+    async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
+        None
+    }
 }
 
 /// Expands every scenario into a `#[tokio::test]` for `$factory` (an expression building a
@@ -106,6 +111,22 @@ macro_rules! conformance_suite {
                 $crate::scenarios::$name(&factory).await;
             }
         )*
+    };
+}
+
+/// Export, import and re-embedding, for backends that implement [`TransferStore`] (their
+/// [`TestStorage::connect_transfer`] returns a handle).
+#[macro_export]
+macro_rules! transfer_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@expand $factory;
+            transfer_copies_every_record_and_keeps_recall,
+            transfer_import_is_idempotent,
+            transfer_pages_cover_everything_once,
+            transfer_entity_known_by_name_keeps_the_stores_id,
+            transfer_switch_waits_for_every_memory,
+            transfer_staging_another_model_starts_over,
+        );
     };
 }
 

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_conformance::{StoreFactory, TestStorage, conformance_suite};
-use cortex_core::{InMemoryStore, MemoryStore};
+use cortex_conformance::{StoreFactory, TestStorage, conformance_suite, transfer_suite};
+use cortex_core::{InMemoryStore, MemoryStore, TransferStore};
 
 struct InMemory;
 
@@ -24,6 +24,11 @@ impl TestStorage for Shared {
     async fn connect(&self) -> Arc<dyn MemoryStore> {
         self.0.clone()
     }
+
+    async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
+        Some(self.0.clone())
+    }
 }
 
 conformance_suite!(InMemory);
+transfer_suite!(InMemory);

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_conformance::{StoreFactory, TestStorage, conformance_suite, persistence_suite};
-use cortex_core::MemoryStore;
+use cortex_conformance::{
+    StoreFactory, TestStorage, conformance_suite, persistence_suite, transfer_suite,
+};
+use cortex_core::{MemoryStore, TransferStore};
 use cortex_sqlite::SqliteStore;
 
 struct Sqlite;
@@ -32,7 +34,14 @@ impl TestStorage for SqliteFile {
     async fn connect(&self) -> Arc<dyn MemoryStore> {
         Arc::new(SqliteStore::open(&self.path).expect("open sqlite"))
     }
+
+    async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
+        Some(Arc::new(
+            SqliteStore::open(&self.path).expect("open sqlite"),
+        ))
+    }
 }
 
 conformance_suite!(Sqlite);
 persistence_suite!(Sqlite);
+transfer_suite!(Sqlite);

@@ -5,6 +5,7 @@ mod forget;
 mod layers;
 mod memories;
 mod retrieval;
+mod transfer;
 mod validation;
 
 pub use enrichment::*;
@@ -12,4 +13,5 @@ pub use forget::*;
 pub use layers::*;
 pub use memories::*;
 pub use retrieval::*;
+pub use transfer::*;
 pub use validation::*;

@@ -17,6 +17,8 @@ use crate::store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, StoreResult,
 };
 
+mod transfer;
+
 /// A [`MemoryStore`] held in a mutex: the behaviour every other backend is held to.
 #[derive(Debug, Default)]
 pub struct InMemoryStore {
@@ -28,6 +30,8 @@ struct State {
     signature: Option<EmbeddingSignature>,
     last_seq: i64,
     users: HashMap<String, UserData>,
+    /// A re-embedding in progress: its signature and the vectors staged so far.
+    staged: Option<(EmbeddingSignature, HashMap<MemoryId, Vec<f32>>)>,
 }
 
 #[derive(Debug, Default)]

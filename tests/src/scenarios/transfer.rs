@@ -1,0 +1,506 @@
+//! Export, import and re-embedding through [`TransferStore`]: what `cortex export`,
+//! `import`, `migrate` and `reembed` are built on.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
+use cortex_core::{
+    EmbeddingSignature, EntityLink, Imported, MemoryKind, NewMemory, Record, RecordKind,
+    StoredMemory, Switch, TransferStore,
+};
+
+use crate::support::{DIM, engine, remember_all, user};
+use crate::{StoreFactory, TestStorage};
+
+async fn transfer(storage: &dyn TestStorage) -> Arc<dyn TransferStore> {
+    storage
+        .connect_transfer()
+        .await
+        .expect("the backend runs transfer_suite!, so it implements TransferStore")
+}
+
+/// Every memory and record of `user`, read `page` at a time.
+async fn read_all(
+    store: &dyn TransferStore,
+    user: &str,
+    page: usize,
+) -> (Vec<StoredMemory>, Vec<Record>) {
+    let mut memories = Vec::new();
+    let mut after = 0;
+    loop {
+        let got = store.memories_after(user, after, page).await.unwrap();
+        assert!(got.len() <= page);
+        let Some(last) = got.last() else { break };
+        after = last.memory.seq;
+        memories.extend(got);
+    }
+    let mut records = Vec::new();
+    for kind in RecordKind::ALL {
+        let mut offset = 0;
+        loop {
+            let got = store.records(user, kind, offset, page).await.unwrap();
+            assert!(got.iter().all(|r| r.kind() == kind));
+            if got.is_empty() {
+                break;
+            }
+            offset += got.len() as u64;
+            records.extend(got);
+        }
+    }
+    (memories, records)
+}
+
+/// Writes what `read_all` read into `store`, in export order; returns the outcomes.
+async fn write_all(
+    store: &dyn TransferStore,
+    user: &str,
+    memories: &[StoredMemory],
+    records: &[Record],
+    signature: &EmbeddingSignature,
+) -> Vec<Imported> {
+    let mut out = Vec::new();
+    for m in memories {
+        let new = NewMemory {
+            id: m.memory.id,
+            user_id: m.memory.user_id.clone(),
+            content: m.memory.content.clone(),
+            kind: m.memory.kind,
+            tags: m.memory.tags.clone(),
+            created_at: m.memory.created_at,
+        };
+        out.push(
+            store
+                .import_memory(&new, &m.embedding, signature)
+                .await
+                .unwrap(),
+        );
+    }
+    for r in records {
+        out.push(match r {
+            Record::Supersession(s) => store.import_supersession(user, s).await.unwrap(),
+            Record::Event(e) => store.import_event(user, e).await.unwrap(),
+            Record::Entity(e) => store.import_entity(user, e).await.unwrap().outcome,
+            Record::Edge(e) => store.import_edge(user, e).await.unwrap(),
+            Record::Link(l) => store.import_link(user, l).await.unwrap(),
+        });
+    }
+    out
+}
+
+/// Memories without their store-assigned sequence, records as a sorted multiset (backends
+/// keep some record types in key order rather than insertion order).
+fn comparable(read: &(Vec<StoredMemory>, Vec<Record>)) -> (Vec<String>, Vec<String>) {
+    let memories = read
+        .0
+        .iter()
+        .map(|m| {
+            let mut memory = m.memory.clone();
+            memory.seq = 0;
+            format!("{memory:?} {} {:?}", m.superseded, m.embedding)
+        })
+        .collect();
+    let mut records: Vec<String> = read.1.iter().map(|r| format!("{r:?}")).collect();
+    records.sort();
+    (memories, records)
+}
+
+/// A user with memories of several kinds and tags, a supersession, events, entities, an
+/// edge and links.
+async fn seed(store: Arc<dyn TransferStore>, u: &str) {
+    let (engine, _) = engine(store.clone());
+    let m = remember_all(
+        &engine,
+        u,
+        &[
+            "Ada lives in Porto",
+            "Ada moved to Lisbon",
+            "Ada's sister Bea visits in June",
+            "the garden needs water on Sundays",
+            "green tea, never coffee",
+        ],
+    )
+    .await;
+    engine
+        .memorize(u, "tagged decision", MemoryKind::Decision, &["Work".into()])
+        .await
+        .unwrap();
+    let now = cortex_core::memory::now();
+    store
+        .supersede(
+            u,
+            &Supersession {
+                old_id: m[0].id,
+                new_id: m[1].id,
+                reason: "moved".into(),
+                created_at: now,
+            },
+        )
+        .await
+        .unwrap();
+    for (memory_id, actor) in [
+        (m[1].id, Some("Ada")),
+        (m[2].id, None),
+        (m[2].id, Some("Bea")),
+    ] {
+        store
+            .add_event(
+                u,
+                &Event {
+                    memory_id,
+                    event_time: "2024-06-01T10:00:00Z".parse().unwrap(),
+                    actor: actor.map(str::to_owned),
+                    location: None,
+                    event_type: Some("visit".into()),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let upsert = |name: &str, aliases: &[&str]| EntityUpsert {
+        name: name.into(),
+        entity_type: Some("person".into()),
+        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+    };
+    let ada = store
+        .upsert_entity(u, &upsert("Ada", &["Ada L."]))
+        .await
+        .unwrap();
+    let bea = store.upsert_entity(u, &upsert("Bea", &[])).await.unwrap();
+    store
+        .add_edge(
+            u,
+            &EntityEdge {
+                source: ada.id,
+                target: bea.id,
+                label: "sister of".into(),
+                memory_id: Some(m[2].id),
+                created_at: now,
+            },
+        )
+        .await
+        .unwrap();
+    for (memory, entity, role) in [
+        (m[2].id, ada.id, EntityRole::Subject),
+        (m[2].id, bea.id, EntityRole::Mention),
+        (m[1].id, ada.id, EntityRole::Subject),
+    ] {
+        store.link_entity(u, &memory, &entity, role).await.unwrap();
+    }
+}
+
+pub async fn transfer_copies_every_record_and_keeps_recall(factory: &dyn StoreFactory) {
+    let (from, to) = (factory.create().await, factory.create().await);
+    let (source, target) = (transfer(&*from).await, transfer(&*to).await);
+    let u = user("transfer");
+    seed(source.clone(), &u).await;
+    let read = read_all(&*source, &u, 2).await;
+    assert_eq!(read.0.len(), 6);
+    assert_eq!(read.0.iter().filter(|m| m.superseded).count(), 1);
+    for kind in RecordKind::ALL {
+        assert!(read.1.iter().any(|r| r.kind() == kind), "{kind:?} seeded");
+    }
+    let signature = source.signature().await.unwrap().unwrap();
+    let outcomes = write_all(&*target, &u, &read.0, &read.1, &signature).await;
+    assert!(
+        outcomes.iter().all(|o| *o == Imported::Written),
+        "{outcomes:?}"
+    );
+    assert_eq!(target.signature().await.unwrap(), Some(signature));
+    assert_eq!(
+        comparable(&read_all(&*target, &u, 3).await),
+        comparable(&read)
+    );
+    assert_eq!(target.users().await.unwrap(), vec![u.clone()]);
+
+    // Recall on the copy: the same memories, the same order, the same scores.
+    let (a, _) = engine(source.clone());
+    let (b, _) = engine(target.clone());
+    for query in [
+        "where does Ada live",
+        "tea",
+        "garden water",
+        "Bea June visit",
+    ] {
+        let (x, y) = (
+            a.recall(&u, query, 10).await.unwrap(),
+            b.recall(&u, query, 10).await.unwrap(),
+        );
+        let ids = |v: &[cortex_core::ScoredMemory]| {
+            v.iter()
+                .map(|s| (s.memory.id, s.score.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&x), ids(&y), "{query}");
+    }
+}
+
+pub async fn transfer_import_is_idempotent(factory: &dyn StoreFactory) {
+    let (from, to) = (factory.create().await, factory.create().await);
+    let (source, target) = (transfer(&*from).await, transfer(&*to).await);
+    let u = user("idempotent");
+    seed(source.clone(), &u).await;
+    let read = read_all(&*source, &u, 100).await;
+    let signature = source.signature().await.unwrap().unwrap();
+    write_all(&*target, &u, &read.0, &read.1, &signature).await;
+    let generation = target.generation(&u).await.unwrap();
+    let again = write_all(&*target, &u, &read.0, &read.1, &signature).await;
+    assert!(again.iter().all(|o| *o == Imported::Present), "{again:?}");
+    assert_eq!(
+        target.generation(&u).await.unwrap(),
+        generation,
+        "nothing changed"
+    );
+    assert_eq!(
+        comparable(&read_all(&*target, &u, 100).await),
+        comparable(&read)
+    );
+}
+
+pub async fn transfer_pages_cover_everything_once(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let (u, other) = (user("pages"), user("pages-other"));
+    let (engine, _) = engine(store.clone());
+    let texts: Vec<String> = (0..11).map(|i| format!("memory number {i}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mine = remember_all(&engine, &u, &refs).await;
+    remember_all(&engine, &other, &["someone else's"]).await;
+    for page in [1, 4, 11, 50] {
+        let (memories, records) = read_all(&*store, &u, page).await;
+        let ids: Vec<_> = memories.iter().map(|m| m.memory.id).collect();
+        assert_eq!(
+            ids,
+            mine.iter().map(|m| m.id).collect::<Vec<_>>(),
+            "page {page}"
+        );
+        assert!(
+            memories
+                .iter()
+                .all(|m| m.embedding.len() == DIM && !m.superseded)
+        );
+        assert!(records.is_empty());
+    }
+    let mut users = vec![u, other];
+    users.sort();
+    assert_eq!(store.users().await.unwrap(), users);
+}
+
+pub async fn transfer_entity_known_by_name_keeps_the_stores_id(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let u = user("entity-by-name");
+    let (engine, _) = engine(store.clone());
+    let m = remember_all(&engine, &u, &["Ada writes code"]).await;
+    let known = store
+        .upsert_entity(
+            &u,
+            &EntityUpsert {
+                name: "Ada".into(),
+                entity_type: None,
+                aliases: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    let mut incoming = known.clone();
+    incoming.id = uuid::Uuid::new_v4();
+    let done = store.import_entity(&u, &incoming).await.unwrap();
+    assert_eq!((done.outcome, done.id), (Imported::Present, known.id));
+    let fresh = cortex_core::records::Entity {
+        id: uuid::Uuid::new_v4(),
+        name: "Grace".into(),
+        normalized_name: "grace".into(),
+        entity_type: Some("person".into()),
+        aliases: vec!["amazing grace".into()],
+        created_at: "2020-02-02T00:00:00Z".parse().unwrap(),
+    };
+    let done = store.import_entity(&u, &fresh).await.unwrap();
+    assert_eq!((done.outcome, done.id), (Imported::Written, fresh.id));
+    assert_eq!(
+        store.entity(&u, &fresh.id).await.unwrap(),
+        Some(fresh.clone())
+    );
+    let link = EntityLink {
+        memory_id: m[0].id,
+        entity_id: fresh.id,
+        role: EntityRole::Mention,
+    };
+    assert_eq!(
+        store.import_link(&u, &link).await.unwrap(),
+        Imported::Written
+    );
+    assert_eq!(
+        store.import_link(&u, &link).await.unwrap(),
+        Imported::Present
+    );
+    // Events: an identical one is there already; one differing only in a null is not.
+    let event = Event {
+        memory_id: m[0].id,
+        event_time: Utc::now().with_timezone(&Utc),
+        actor: None,
+        location: Some("home".into()),
+        event_type: None,
+    };
+    let event = Event {
+        event_time: cortex_core::memory::now(),
+        ..event
+    };
+    assert_eq!(
+        store.import_event(&u, &event).await.unwrap(),
+        Imported::Written
+    );
+    assert_eq!(
+        store.import_event(&u, &event).await.unwrap(),
+        Imported::Present
+    );
+    let other = Event {
+        actor: Some("Ada".into()),
+        ..event.clone()
+    };
+    assert_eq!(
+        store.import_event(&u, &other).await.unwrap(),
+        Imported::Written
+    );
+}
+
+pub async fn transfer_switch_waits_for_every_memory(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let (u, v) = (user("switch"), user("switch-other"));
+    let (engine, _) = engine(store.clone());
+    let mine = remember_all(&engine, &u, &["one", "two", "three"]).await;
+    let theirs = remember_all(&engine, &v, &["four"]).await;
+    let old = store.signature().await.unwrap().unwrap();
+    let new = EmbeddingSignature::new("another-model", 8);
+    let vector = |i: usize| {
+        (0..8)
+            .map(|d| ((i + 1) * (d + 2)) as f32)
+            .collect::<Vec<f32>>()
+    };
+
+    let before = read_all(&*store, &u, 100).await;
+    let all_ids: Vec<_> = mine.iter().chain(&theirs).map(|m| m.id).collect();
+    let todo: Vec<_> = store
+        .unstaged(&new, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(todo, all_ids, "every user's memories, in sequence order");
+
+    store
+        .stage_vectors(&new, &[(mine[0].id, vector(0)), (theirs[0].id, vector(3))])
+        .await
+        .unwrap();
+    let left: Vec<_> = store
+        .unstaged(&new, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(left, vec![mine[1].id, mine[2].id]);
+    assert_eq!(
+        store.switch_vectors(&new).await.unwrap(),
+        Switch::Missing { memories: 2 }
+    );
+    // Nothing changed: the old signature, the old vectors, recall as before.
+    assert_eq!(store.signature().await.unwrap(), Some(old.clone()));
+    assert_eq!(
+        comparable(&read_all(&*store, &u, 100).await),
+        comparable(&before)
+    );
+    assert!(!engine.recall(&u, "two", 3).await.unwrap().is_empty());
+
+    // A wrong size or an unknown memory is refused.
+    assert!(
+        store
+            .stage_vectors(&new, &[(mine[1].id, vec![1.0; 3])])
+            .await
+            .is_err()
+    );
+    assert!(
+        store
+            .stage_vectors(&new, &[(uuid::Uuid::new_v4(), vector(9))])
+            .await
+            .is_err()
+    );
+
+    let generation = store.generation(&u).await.unwrap();
+    store
+        .stage_vectors(&new, &[(mine[1].id, vector(1)), (mine[2].id, vector(2))])
+        .await
+        .unwrap();
+    assert!(store.unstaged(&new, 0, 100).await.unwrap().is_empty());
+    assert_eq!(
+        store.switch_vectors(&new).await.unwrap(),
+        Switch::Switched { memories: 4 }
+    );
+    assert_eq!(store.signature().await.unwrap(), Some(new.clone()));
+    assert!(
+        store.generation(&u).await.unwrap() > generation,
+        "cached indexes rebuild"
+    );
+    let after = read_all(&*store, &u, 100).await;
+    let vectors: Vec<_> = after.0.iter().map(|m| m.embedding.clone()).collect();
+    assert_eq!(vectors, vec![vector(0), vector(1), vector(2)]);
+    assert_eq!(read_all(&*store, &v, 100).await.0[0].embedding, vector(3));
+    // Nothing is staged any more, and the old model is refused.
+    assert_eq!(store.unstaged(&new, 0, 100).await.unwrap().len(), 4);
+    let refused = store
+        .add(
+            &NewMemory::new(&u, "late", MemoryKind::Note, &[], 1024).unwrap(),
+            &vec![0.5; old.dimension],
+            &old,
+        )
+        .await;
+    assert!(refused.is_err());
+}
+
+pub async fn transfer_staging_another_model_starts_over(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let u = user("restage");
+    let (engine, _) = engine(store.clone());
+    let mine = remember_all(&engine, &u, &["one", "two"]).await;
+    let first = EmbeddingSignature::new("first-model", 4);
+    let second = EmbeddingSignature::new("second-model", 4);
+    store
+        .stage_vectors(
+            &first,
+            &[(mine[0].id, vec![1.0; 4]), (mine[1].id, vec![2.0; 4])],
+        )
+        .await
+        .unwrap();
+    assert!(store.unstaged(&first, 0, 10).await.unwrap().is_empty());
+    store
+        .stage_vectors(&second, &[(mine[0].id, vec![3.0; 4])])
+        .await
+        .unwrap();
+    assert_eq!(store.unstaged(&first, 0, 10).await.unwrap().len(), 2);
+    assert_eq!(
+        store.switch_vectors(&first).await.unwrap(),
+        Switch::Missing { memories: 2 }
+    );
+    assert_eq!(
+        store.switch_vectors(&second).await.unwrap(),
+        Switch::Missing { memories: 1 }
+    );
+    // Staging the same memory again replaces its vector.
+    store
+        .stage_vectors(
+            &second,
+            &[(mine[0].id, vec![5.0; 4]), (mine[1].id, vec![6.0; 4])],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.switch_vectors(&second).await.unwrap(),
+        Switch::Switched { memories: 2 }
+    );
+    let (memories, _) = read_all(&*store, &u, 10).await;
+    assert_eq!(memories[0].embedding, vec![5.0; 4]);
+    assert_eq!(memories[1].embedding, vec![6.0; 4]);
+}
