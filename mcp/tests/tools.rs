@@ -339,6 +339,39 @@ async fn bad_memorize_input_is_refused_and_stores_nothing() {
 }
 
 #[tokio::test]
+async fn memorize_takes_a_past_created_at_and_refuses_bad_ones() {
+    let h = harness(Layers::default()).await;
+    let out = ok(h
+        .call(
+            "memorize",
+            json!({ "content": "Ada moved to Lisbon", "created_at": "2021-03-04" }),
+        )
+        .await);
+    assert_eq!(out["created_at"], "2021-03-04T00:00:00Z", "{out}");
+    let out = ok(h
+        .call(
+            "memorize",
+            json!({ "content": "the lease was signed", "created_at": "2020-01-02T03:04:05.123456789+01:00" }),
+        )
+        .await);
+    assert_eq!(out["created_at"], "2020-01-02T02:04:05.123456Z", "{out}");
+    for (value, expect) in [
+        ("2999-01-01", "future"),
+        ("yesterday", "ISO-8601"),
+        ("2021-13-01", "ISO-8601"),
+    ] {
+        let msg = err(h
+            .call("memorize", json!({ "content": "x", "created_at": value }))
+            .await);
+        assert!(
+            msg.contains("created_at") && msg.contains(expect),
+            "{value}: {msg}"
+        );
+    }
+    assert_eq!(h.count().await, 2);
+}
+
+#[tokio::test]
 async fn forget_refuses_unknown_short_and_malformed_ids() {
     let h = harness(Layers::default()).await;
     let id = h.memorize("a memory to keep").await;
