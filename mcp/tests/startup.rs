@@ -1,0 +1,191 @@
+//! What the `cortex-mcp` binary does before it serves: a bad or contradictory setting
+//! stops it at once with one message naming the variables, while a valid configuration
+//! without any key or model starts (the engine is built on the first tool call, which
+//! reports the missing key) so an MCP host can list the tools first. Also its default
+//! log: no rmcp INFO lines, no colour codes when stderr is not a terminal.
+
+// Test helpers outside #[test] fns panic on failure by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
+
+/// The binary with nothing but `env` in its environment (no HOME either, unless given:
+/// no model or key of the developer's can reach it), every stream piped.
+fn spawn(args: &[&str], env: &[(&str, &Path)]) -> Child {
+    let mut command = Command::new(BINARY);
+    command
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.spawn().expect("start cortex-mcp")
+}
+
+/// Waits up to `limit` for the process to exit; kills it and fails otherwise. Stdin stays
+/// open meanwhile, so a server that started serving stdio would not exit by itself.
+fn exit_within(mut child: Child, limit: Duration) -> (std::process::ExitStatus, String, String) {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cortex-mcp was still running after {limit:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    // A stream a test took to read as it went comes back empty.
+    let mut stdout = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        pipe.read_to_string(&mut stdout).unwrap();
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr).unwrap();
+    }
+    (status, stdout, stderr)
+}
+
+#[test]
+fn a_configuration_error_stops_the_server_before_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let graph = Path::new("1");
+    let child = spawn(&[], &[("CORTEX_GRAPH", graph), ("CORTEX_DB_PATH", &db)]);
+    let (status, stdout, stderr) = exit_within(child, Duration::from_secs(10));
+    assert!(!status.success(), "{status:?}: {stderr}");
+    assert!(
+        stderr.contains("CORTEX_GRAPH") && stderr.contains("CORTEX_LLM_PROVIDER"),
+        "the message names the layer and what it needs: {stderr}"
+    );
+    assert_eq!(
+        stderr.matches("CORTEX_GRAPH").count(),
+        1,
+        "one message: {stderr}"
+    );
+    assert!(
+        !stderr.contains("serving MCP"),
+        "it never started serving: {stderr}"
+    );
+    assert!(stdout.is_empty(), "nothing on the MCP channel: {stdout}");
+    assert!(!db.exists(), "nothing was created");
+}
+
+#[test]
+fn http_mode_refuses_a_configuration_error_before_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = Path::new("startup-test-token-0123456789");
+    let on = Path::new("yes");
+    let child = spawn(
+        &["--http", "127.0.0.1:0"],
+        &[
+            ("CORTEX_HTTP_TOKEN", token),
+            ("CORTEX_SOFT_UPDATE", on),
+            ("CORTEX_DB_PATH", &dir.path().join("memory.db")),
+        ],
+    );
+    let (status, _, stderr) = exit_within(child, Duration::from_secs(10));
+    assert!(!status.success(), "{status:?}: {stderr}");
+    assert!(
+        stderr.contains("CORTEX_SOFT_UPDATE") && stderr.contains("CORTEX_LLM_PROVIDER"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}
+
+/// No key, no model, no provider chosen: the settings are valid, so the server starts and
+/// answers `initialize` and `tools/list`; a tool call says how to get an embedder.
+#[test]
+fn a_valid_configuration_without_any_key_serves_and_reports_the_key_per_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    // An empty home: no local model in its default directory.
+    let mut child = spawn(&[], &[("HOME", dir.path()), ("CORTEX_DB_PATH", &db)]);
+    let mut stdin = child.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "startup-probe", "version": "0"}
+        }}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "recall", "arguments": {"query": "what do I like?"}
+        }}),
+    ];
+    for message in &messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 3 {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("no reply on stdout; got {replies:?}");
+        };
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = value["id"].as_u64() {
+            replies.insert(id, value);
+        }
+    }
+    assert_eq!(
+        replies[&1]["result"]["serverInfo"]["name"], "cortex-mcp",
+        "{:?}",
+        replies[&1]
+    );
+    let tools = replies[&2]["result"]["tools"].as_array();
+    assert_eq!(tools.map(Vec::len), Some(6), "{:?}", replies[&2]);
+    let call = &replies[&3]["result"];
+    assert_eq!(call["isError"], true, "{call}");
+    let message = call["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains("no embedding provider is configured")
+            && message.contains("GEMINI_API_KEY"),
+        "{message}"
+    );
+
+    drop(stdin);
+    let (status, _, stderr) = exit_within(child, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(!db.exists(), "a failed build leaves no database behind");
+
+    // The default log filter (RUST_LOG unset): the server's own INFO lines, none of
+    // rmcp's (it logs every initialize), and no colour codes on a pipe.
+    assert!(stderr.contains("serving MCP on stdio"), "{stderr}");
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.contains("rmcp") && l.contains("INFO")),
+        "rmcp logs at warn by default: {stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "no ANSI colours when stderr is not a terminal: {stderr:?}"
+    );
+}
