@@ -107,9 +107,21 @@ async fn a_malformed_line_names_its_number_and_writes_nothing_of_its_batch() {
 }
 
 #[tokio::test]
-async fn everyday_commands_work_and_print_json() {
+async fn everyday_commands_work_and_print_json_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let a = sqlite_env(&dir.path().join("a.db"));
+    everyday_commands(&sqlite_env(&dir.path().join("a.db")), "sqlite").await;
+}
+
+#[tokio::test]
+async fn everyday_commands_work_and_print_json_on_postgres() {
+    let Some(url) = database_url() else { return };
+    let schema = unique_schema("admin_everyday");
+    everyday_commands(&postgres_env(&url, &schema), "postgres").await;
+    drop_schema(&url, &schema).await;
+}
+
+async fn everyday_commands(a: &Env, backend: &str) {
+    let a = a.clone();
     let added = json(&ok(
         &a,
         &[
@@ -165,6 +177,11 @@ async fn everyday_commands_work_and_print_json() {
     assert_eq!(stats["by_kind"]["event"], 1);
     assert_eq!(stats["by_tag"]["travel"], 1);
     assert_eq!(stats["signature"], "fake-hash (dim 256)");
+    assert!(stats["store_bytes"].as_u64().unwrap() > 0, "{stats}");
+    assert!(
+        stats["content_tokens_estimate"].as_u64().unwrap() > 20,
+        "{stats}"
+    );
 
     let id = added["id"].as_str().unwrap();
     let history = json(&ok(&a, &["history", &id[..8], "--json"]));
@@ -181,7 +198,17 @@ async fn everyday_commands_work_and_print_json() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["configuration", "store", "signature", "embedder"]);
+    let expected: &[&str] = match backend {
+        "postgres" => &[
+            "configuration",
+            "store",
+            "pgvector",
+            "signature",
+            "embedder",
+        ],
+        _ => &["configuration", "store", "signature", "embedder"],
+    };
+    assert_eq!(names, expected);
     assert!(doctor.as_array().unwrap().iter().all(|c| c["ok"] == true));
 
     let completions = ok(&a, &["completions", "bash"]);

@@ -127,6 +127,7 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
              ALTER TABLE \"{s}\".postings DROP CONSTRAINT postings_pkey,
                  ADD PRIMARY KEY (user_id, term, seq);
              DROP INDEX \"{s}\".postings_impact;
+             DROP TABLE \"{s}\".staged_embeddings;
              UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
         ))
         .await

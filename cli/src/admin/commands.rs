@@ -190,9 +190,41 @@ struct Stats {
     by_kind: BTreeMap<String, u64>,
     by_tag: BTreeMap<String, u64>,
     content_bytes: u64,
+    /// What embedding this user's memories again would send a provider, estimated at four
+    /// characters a token (the figure `cortex reembed` prints before it starts).
+    content_tokens_estimate: u64,
     signature: Option<String>,
     store: String,
+    /// The SQLite file with its WAL, or every table of the Postgres schema (all users).
     store_bytes: Option<u64>,
+}
+
+/// The size on disk of every table of the schema, indexes and TOAST included; `None`
+/// (with a warning) when it cannot be read.
+async fn postgres_schema_bytes(config: &cortex_postgres::PostgresConfig) -> Option<u64> {
+    let read = async {
+        let store = cortex_postgres::PostgresStore::connect(config.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let client = store.pool().get().await.map_err(|e| e.to_string())?;
+        let row = client
+            .query_one(
+                "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint
+                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.relkind = 'r'",
+                &[&config.schema_name()],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        row.try_get::<_, i64>(0).map_err(|e| e.to_string())
+    };
+    match read.await {
+        Ok(bytes) => u64::try_from(bytes).ok(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the schema's size");
+            None
+        }
+    }
 }
 
 pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
@@ -215,7 +247,10 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
                 Some(size("") + size("-wal")),
             )
         }
-        cortex_mcp::Storage::Postgres(c) => (format!("postgres schema {}", c.schema_name()), None),
+        cortex_mcp::Storage::Postgres(c) => (
+            format!("postgres schema {}", c.schema_name()),
+            postgres_schema_bytes(c).await,
+        ),
     };
     let mut after = 0;
     loop {
@@ -237,6 +272,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
                 }
             }
             stats.content_bytes += m.memory.content.len() as u64;
+            stats.content_tokens_estimate += (m.memory.content.chars().count() as u64).div_ceil(4);
         }
     }
     if args.json {
@@ -245,15 +281,15 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     println!("user        {}", stats.user);
     println!("store       {}", stats.store);
     if let Some(bytes) = stats.store_bytes {
-        println!("store size  {bytes} bytes");
+        println!("store size  {bytes} bytes on disk");
     }
     println!(
         "signature   {}",
         stats.signature.as_deref().unwrap_or("(none yet)")
     );
     println!(
-        "memories    {} live, {} superseded, {} bytes of text",
-        stats.live, stats.superseded, stats.content_bytes
+        "memories    {} live, {} superseded, {} bytes of text (about {} tokens to embed again)",
+        stats.live, stats.superseded, stats.content_bytes, stats.content_tokens_estimate
     );
     let join = |m: &BTreeMap<String, u64>| {
         m.iter()
