@@ -96,6 +96,23 @@ async fn a_malformed_line_names_its_number_and_writes_nothing_of_its_batch() {
     assert!(valid["counts"]["memory"].as_u64().unwrap() > 0, "{valid}");
     assert_eq!(count_rows(&dir.path().join("b.db"), "memories"), Some(0));
 
+    // A record the store refuses (an event of a memory that is nowhere) fails its batch
+    // in the store: on SQLite one transaction, so none of the batch's memories either.
+    let header = &text[0];
+    let memory = text[1..]
+        .iter()
+        .find(|l| l.contains(r#""type":"memory""#))
+        .unwrap();
+    let orphan = format!(
+        r#"{{"type":"event","user_id":"ada","memory_id":"{}","event_time":"2024-01-01T00:00:00Z","actor":null,"location":null,"event_type":null}}"#,
+        uuid::Uuid::new_v4()
+    );
+    std::fs::write(&broken, format!("{header}\n{memory}\n{orphan}\n")).unwrap();
+    let out = run(&b, &["import", path(&broken)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("lines 2-3"), "{err}");
+    assert_eq!(count_rows(&dir.path().join("b.db"), "memories"), Some(0));
+
     // An empty content fails validation as memorize would, with its line.
     let mut bad = text.clone();
     bad.remove(4);

@@ -42,6 +42,7 @@ pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
 };
 pub use transfer::{
-    EntityLink, Imported, ImportedEntity, Record, RecordKind, StoredMemory, Switch, TransferStore,
+    EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Record, RecordKind,
+    StoredMemory, Switch, TransferStore,
 };
 pub use usage::ProviderUsage;

@@ -16,6 +16,8 @@ pub type MemoryId = Uuid;
 pub const MAX_TAGS: usize = 16;
 /// Longest tag, in characters, after trimming.
 pub const MAX_TAG_CHARS: usize = 64;
+/// How far ahead of this clock a `created_at` may be (another machine's clock skew).
+pub const FUTURE_GRACE_MINUTES: i64 = 5;
 /// Default content limit: 32 KiB of UTF-8.
 pub const DEFAULT_MAX_CONTENT_BYTES: usize = 32 * 1024;
 
@@ -127,10 +129,11 @@ impl NewMemory {
     }
 
     /// The same memory dated `at` instead of now: for facts learned earlier and for
-    /// imports. A time in the future is refused; the store keeps microseconds.
+    /// imports. A time in the future is refused, past a few minutes' grace for the clock
+    /// of the machine a record comes from; the store keeps microseconds.
     pub fn dated(mut self, at: DateTime<Utc>) -> Result<Self, CortexError> {
         let at = at.trunc_subsecs(6);
-        if at > now() {
+        if at > now() + chrono::Duration::minutes(FUTURE_GRACE_MINUTES) {
             return Err(CortexError::invalid(
                 "created_at",
                 format!("{} is in the future", at.to_rfc3339()),

@@ -101,6 +101,25 @@ pub struct ImportedEntity {
     pub id: EntityId,
 }
 
+/// One write of an import batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImportItem {
+    /// A memory with its own id and timestamp, and its vector.
+    Memory {
+        memory: NewMemory,
+        embedding: Vec<f32>,
+    },
+    /// A record of `user`'s.
+    Record { user: String, record: Record },
+}
+
+/// What one item of a batch did; for an entity, also the id it has in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemImported {
+    pub outcome: Imported,
+    pub entity_id: Option<EntityId>,
+}
+
 /// Where a re-embedding stands after [`TransferStore::switch_vectors`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Switch {
@@ -184,6 +203,38 @@ pub trait TransferStore: MemoryStore {
         }
         self.add_edge(user, edge).await?;
         Ok(Imported::Written)
+    }
+
+    /// Writes `items` in order, each by the rules of its single-record method above. A
+    /// backend that can runs the whole batch in one transaction (nothing of it is written
+    /// when one item fails); this default writes them one by one. `signature` is the
+    /// vectors' model, checked as by [`MemoryStore::add`].
+    async fn import_batch(
+        &self,
+        items: &[ImportItem],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Vec<ItemImported>> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let (outcome, entity_id) = match item {
+                ImportItem::Memory { memory, embedding } => (
+                    self.import_memory(memory, embedding, signature).await?,
+                    None,
+                ),
+                ImportItem::Record { user, record } => match record {
+                    Record::Supersession(s) => (self.import_supersession(user, s).await?, None),
+                    Record::Event(e) => (self.import_event(user, e).await?, None),
+                    Record::Entity(e) => {
+                        let done = self.import_entity(user, e).await?;
+                        (done.outcome, Some(done.id))
+                    }
+                    Record::Edge(e) => (self.import_edge(user, e).await?, None),
+                    Record::Link(l) => (self.import_link(user, l).await?, None),
+                },
+            };
+            out.push(ItemImported { outcome, entity_id });
+        }
+        Ok(out)
     }
 
     /// Up to `limit` memories of any user, live or superseded, after store-wide insertion
@@ -282,6 +333,13 @@ macro_rules! forward_transfer {
             }
             async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
                 (**self).import_link(user, link).await
+            }
+            async fn import_batch(
+                &self,
+                items: &[ImportItem],
+                signature: &EmbeddingSignature,
+            ) -> StoreResult<Vec<ItemImported>> {
+                (**self).import_batch(items, signature).await
             }
             async fn unstaged(
                 &self,

@@ -5,14 +5,14 @@
 use cortex_core::{EmbeddingSignature, Memory, MemoryId, StoreError, StoreResult, Switch};
 use deadpool_postgres::GenericClient;
 use pgvector::Vector;
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, LockType, Order, Query};
 
 use crate::codec::{memory_at, memory_columns};
 use crate::dense::{HNSW_INDEX, LEGACY_HNSW_INDEX};
 use crate::pg_err;
 use crate::schema::Names;
-use crate::sql::{build, get, is_foreign_key_violation, limit, row_opt, rows};
-use crate::store::{SIGNATURE_KEY, read_signature};
+use crate::sql::{build, get, limit, row_opt, rows};
+use crate::store::{SIGNATURE_KEY, read_signature, read_signature_locked};
 
 pub(crate) async fn unstaged<C: GenericClient>(
     client: &C,
@@ -68,7 +68,26 @@ pub(crate) async fn stage<C: GenericClient>(
         ))
         .await
         .map_err(pg_err)?;
+    // A memory forgotten since it was read needs no vector: skipped. FOR SHARE keeps the
+    // others from going before the commit.
+    let ids: Vec<MemoryId> = vectors.iter().map(|(id, _)| *id).collect();
+    let present: std::collections::HashSet<MemoryId> = tx
+        .query(
+            &format!(
+                "SELECT id FROM {} WHERE id = ANY($1) FOR SHARE",
+                names.q("memories")
+            ),
+            &[&ids],
+        )
+        .await
+        .map_err(pg_err)?
+        .iter()
+        .map(|r| get(r, 0))
+        .collect::<Result<_, _>>()?;
     for (id, vector) in vectors {
+        if !present.contains(id) {
+            continue;
+        }
         if vector.len() != signature.dimension {
             return Err(StoreError::Config(format!(
                 "a staged vector of {id} has {} dimensions; {signature} has {}",
@@ -77,13 +96,9 @@ pub(crate) async fn stage<C: GenericClient>(
             )));
         }
         let value = Vector::from(vector.clone());
-        if let Err(e) = tx.execute(&insert, &[id, &encoded, &value]).await {
-            let e = pg_err(e);
-            return Err(match is_foreign_key_violation(&e) {
-                true => StoreError::MissingReference(format!("memory {id}")),
-                false => e,
-            });
-        }
+        tx.execute(&insert, &[id, &encoded, &value])
+            .await
+            .map_err(pg_err)?;
     }
     Ok(())
 }
@@ -95,12 +110,18 @@ pub(crate) async fn switch<C: GenericClient>(
     signature: &EmbeddingSignature,
 ) -> StoreResult<Switch> {
     let (memories, staged) = (names.q("memories"), names.q("staged_embeddings"));
-    // Writers wait for the switch (SHARE conflicts with their ROW EXCLUSIVE), so no memory
-    // arrives with an old vector between the count and the update; they then find the new
-    // signature and are refused if they carry the old one.
-    tx.batch_execute(&format!("LOCK TABLE {memories} IN SHARE MODE"))
-        .await
-        .map_err(pg_err)?;
+    // Locks in the writers' order, so the switch and a writer never wait on each other:
+    // the signature row (`add` reads it FOR SHARE: a memory already past that check is
+    // waited for, a later one finds the new signature and is refused if it carries the old
+    // model's vector), then every user's counter (delete and supersede take theirs first),
+    // then the table (no write at all between the count and the update).
+    read_signature_locked(tx, names, Some(LockType::Update)).await?;
+    tx.batch_execute(&format!(
+        "SELECT 1 FROM {} ORDER BY user_id FOR UPDATE; LOCK TABLE {memories} IN SHARE MODE;",
+        names.q("users")
+    ))
+    .await
+    .map_err(pg_err)?;
     let encoded = signature.encode();
     let missing = build(
         Query::select()

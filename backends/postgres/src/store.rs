@@ -19,7 +19,7 @@ use cortex_core::{
 use deadpool_postgres::{GenericClient, Pool};
 use futures_util::FutureExt;
 use pgvector::Vector;
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
 
 use crate::codec::{memory_at, memory_columns};
@@ -696,12 +696,26 @@ pub(crate) async fn read_signature<C: GenericClient>(
     client: &C,
     names: &Names,
 ) -> Result<Option<EmbeddingSignature>, StoreError> {
-    let built = build(
-        Query::select()
-            .column("value")
-            .from(names.table("meta"))
-            .and_where(Expr::col("key").eq(SIGNATURE_KEY)),
-    );
+    read_signature_locked(client, names, None).await
+}
+
+/// The signature read with a row lock: writers take `Share` (a re-embedding's switch, which
+/// takes `Update` first, then waits for them, and they for it, so no memory is written with
+/// the old model's vector after the switch).
+pub(crate) async fn read_signature_locked<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    lock: Option<LockType>,
+) -> Result<Option<EmbeddingSignature>, StoreError> {
+    let mut select = Query::select();
+    select
+        .column("value")
+        .from(names.table("meta"))
+        .and_where(Expr::col("key").eq(SIGNATURE_KEY));
+    if let Some(lock) = lock {
+        select.lock(lock);
+    }
+    let built = build(&select);
     let Some(row) = row_opt(client, &built).await? else {
         return Ok(None);
     };
@@ -864,7 +878,7 @@ impl MemoryStore for PostgresStore {
 
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_err)?;
-        let first = match read_signature(&tx, names).await? {
+        let first = match read_signature_locked(&tx, names, Some(LockType::Share)).await? {
             Some(stored) if &stored != signature => {
                 return Err(StoreError::SignatureMismatch {
                     stored,

@@ -11,7 +11,7 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use tokio_postgres::Row;
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
-use crate::enrichment::{self, find_by_keys, require_memory};
+use crate::enrichment::{self, require_memory};
 use crate::schema::lock_key;
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
 use crate::store::PostgresStore;
@@ -63,19 +63,16 @@ fn entity(r: &Row) -> StoreResult<Record> {
 #[async_trait]
 impl TransferStore for PostgresStore {
     async fn users(&self) -> StoreResult<Vec<String>> {
-        let built = build(
-            Query::select()
-                .column("user_id")
-                .from(self.names().table("memories"))
-                .group_by_col("user_id")
-                .order_by_expr(Expr::cust("user_id COLLATE \"C\""), Order::Asc),
+        // Entities too: a user whose memories were all forgotten can still have a graph.
+        let sql = format!(
+            "SELECT user_id FROM (SELECT user_id FROM {} UNION SELECT user_id FROM {}) u
+             ORDER BY user_id COLLATE \"C\"",
+            self.names().q("memories"),
+            self.names().q("entities")
         );
         let client = self.client().await?;
-        rows(&client, &built)
-            .await?
-            .iter()
-            .map(|r| get(r, 0))
-            .collect()
+        let rows = client.query(&sql, &[]).await.map_err(pg_err)?;
+        rows.iter().map(|r| get(r, 0)).collect()
     }
 
     async fn memories_after(
@@ -262,17 +259,18 @@ impl TransferStore for PostgresStore {
                 false => Err(StoreError::ForeignId(format!("entity {}", entity.id))),
             };
         }
-        if let Some(known) = find_by_keys(
-            &tx,
-            names,
-            user,
-            std::slice::from_ref(&entity.normalized_name),
-        )
-        .await?
-        {
+        // By name only, the store's unique key: an alias can be shared by two entities.
+        let by_name = build(
+            Query::select()
+                .column("id")
+                .from(names.table("entities"))
+                .and_where(Expr::col("user_id").eq(user))
+                .and_where(Expr::col("normalized_name").eq(entity.normalized_name.clone())),
+        );
+        if let Some(row) = row_opt(&tx, &by_name).await? {
             return Ok(ImportedEntity {
                 outcome: Imported::Present,
-                id: known.id,
+                id: get(&row, 0)?,
             });
         }
         let insert = build(

@@ -9,6 +9,7 @@ mod reembed;
 mod schema;
 mod store;
 mod transfer;
+mod writes;
 
 pub use schema::SCHEMA_VERSION;
 pub use store::{SqliteConfig, SqliteStore, Synchronous, default_path};

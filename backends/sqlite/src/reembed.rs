@@ -57,14 +57,13 @@ pub(crate) fn stage(
                 signature.dimension
             )));
         }
-        insert
-            .execute(params![encode_id(id), encoded, encode_vector(vector)])
-            .map_err(|e| match e.sqlite_error_code() {
-                Some(rusqlite::ErrorCode::ConstraintViolation) => {
-                    StoreError::MissingReference(format!("memory {id}"))
-                }
-                _ => db_err(e),
-            })?;
+        // A memory forgotten since it was read needs no vector: skipped (the write lock is
+        // held, so none can go between this check and the insert).
+        if memory_exists_anywhere(tx, id)? {
+            insert
+                .execute(params![encode_id(id), encoded, encode_vector(vector)])
+                .map_err(db_err)?;
+        }
     }
     Ok(())
 }
@@ -109,4 +108,13 @@ pub(crate) fn switch(tx: &Transaction<'_>, signature: &EmbeddingSignature) -> St
     Ok(Switch::Switched {
         memories: memories as u64,
     })
+}
+
+fn memory_exists_anywhere(tx: &Transaction<'_>, id: &MemoryId) -> StoreResult<bool> {
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1)",
+        params![encode_id(id)],
+        |r| r.get(0),
+    )
+    .map_err(db_err)
 }

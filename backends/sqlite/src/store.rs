@@ -12,17 +12,21 @@ use cortex_core::records::{
     TimelineEntry, normalize_entity_name,
 };
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
-    MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, EntityLink, Generation, Memory,
+    MemoryId, MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
     MEMORY_COLUMNS, MemoryRow, decode_id, decode_list, decode_time, decode_vector, encode_id,
-    encode_list, encode_time, encode_vector,
+    encode_list, encode_time,
 };
 use crate::db_err;
 use crate::schema::migrate;
+use crate::writes::{
+    check_signature, insert_edge, insert_entity, insert_event, insert_link, insert_memory,
+    insert_supersession,
+};
 
 pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
@@ -229,7 +233,7 @@ fn restrict_permissions(_path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn bump_generation(tx: &Transaction<'_>, user: &str) -> StoreResult<Generation> {
+pub(crate) fn bump_generation(tx: &Transaction<'_>, user: &str) -> StoreResult<Generation> {
     let generation: i64 = tx
         .query_row(
             "INSERT INTO user_generations (user_id, generation) VALUES (?1, 1)
@@ -254,7 +258,7 @@ fn read_generation(conn: &Connection, user: &str) -> StoreResult<Generation> {
     Ok(Generation(generation.unwrap_or(0) as u64))
 }
 
-fn read_signature(conn: &Connection) -> StoreResult<Option<EmbeddingSignature>> {
+pub(crate) fn read_signature(conn: &Connection) -> StoreResult<Option<EmbeddingSignature>> {
     let text: Option<String> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = ?1",
@@ -385,43 +389,11 @@ impl MemoryStore for SqliteStore {
         embedding: &[f32],
         signature: &EmbeddingSignature,
     ) -> StoreResult<Added> {
-        let memory = memory.clone();
-        let blob = encode_vector(embedding);
+        let (memory, embedding) = (memory.clone(), embedding.to_vec());
         let signature = signature.clone();
         self.write(move |tx| {
-            match read_signature(tx)? {
-                Some(stored) if stored != signature => {
-                    return Err(StoreError::SignatureMismatch {
-                        stored,
-                        got: signature,
-                    });
-                }
-                Some(_) => {}
-                None => {
-                    tx.execute(
-                        "INSERT INTO meta (key, value) VALUES (?1, ?2)",
-                        params![SIGNATURE_KEY, signature.encode()],
-                    )
-                    .map_err(db_err)?;
-                }
-            }
-            let seq: i64 = tx
-                .query_row(
-                    "INSERT INTO memories (id, user_id, content, kind, tags, created_at, embedding)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     RETURNING seq",
-                    params![
-                        encode_id(&memory.id),
-                        memory.user_id,
-                        memory.content,
-                        memory.kind.as_str(),
-                        encode_list(&memory.tags),
-                        encode_time(&memory.created_at),
-                        blob,
-                    ],
-                    |r| r.get(0),
-                )
-                .map_err(db_err)?;
+            check_signature(tx, &signature)?;
+            let seq = insert_memory(tx, &memory, &embedding)?;
             let generation = bump_generation(tx, &memory.user_id)?;
             Ok(Added {
                 memory: memory.into_memory(seq),
@@ -566,24 +538,7 @@ impl MemoryStore for SqliteStore {
 
     async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
         let (user, event) = (user.to_owned(), event.clone());
-        self.write(move |tx| {
-            require_memory(tx, &user, &event.memory_id)?;
-            tx.execute(
-                "INSERT INTO events (memory_id, user_id, event_time, actor, location, event_type)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    encode_id(&event.memory_id),
-                    user,
-                    encode_time(&event.event_time),
-                    event.actor,
-                    event.location,
-                    event.event_type,
-                ],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_event(tx, &user, &event)).await
     }
 
     async fn timeline(
@@ -642,21 +597,7 @@ impl MemoryStore for SqliteStore {
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         let (user, s) = (user.to_owned(), supersession.clone());
         self.write(move |tx| {
-            require_memory(tx, &user, &s.old_id)?;
-            require_memory(tx, &user, &s.new_id)?;
-            tx.execute(
-                "INSERT INTO supersessions (old_id, new_id, user_id, reason, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (old_id, new_id) DO NOTHING",
-                params![
-                    encode_id(&s.old_id),
-                    encode_id(&s.new_id),
-                    user,
-                    s.reason,
-                    encode_time(&s.created_at),
-                ],
-            )
-            .map_err(db_err)?;
+            insert_supersession(tx, &user, &s)?;
             bump_generation(tx, &user)
         })
         .await
@@ -722,21 +663,7 @@ impl MemoryStore for SqliteStore {
                 }
                 None => {
                     let created = Entity::create(&upsert, now());
-                    tx.execute(
-                        "INSERT INTO entities
-                             (id, user_id, name, normalized_name, entity_type, aliases, created_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![
-                            encode_id(&created.id),
-                            user,
-                            created.name,
-                            created.normalized_name,
-                            created.entity_type,
-                            encode_list(&created.aliases),
-                            encode_time(&created.created_at),
-                        ],
-                    )
-                    .map_err(db_err)?;
+                    insert_entity(tx, &user, &created)?;
                     Ok(created)
                 }
             },
@@ -766,29 +693,8 @@ impl MemoryStore for SqliteStore {
 
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
         let (user, edge) = (user.to_owned(), edge.clone());
-        self.write(move |tx| {
-            require_entity(tx, &user, &edge.source)?;
-            require_entity(tx, &user, &edge.target)?;
-            if let Some(m) = &edge.memory_id {
-                require_memory(tx, &user, m)?;
-            }
-            tx.execute(
-                "INSERT INTO entity_edges (user_id, source, target, label, memory_id, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (source, target, label) DO NOTHING",
-                params![
-                    user,
-                    encode_id(&edge.source),
-                    encode_id(&edge.target),
-                    edge.label,
-                    edge.memory_id.as_ref().map(encode_id),
-                    encode_time(&edge.created_at),
-                ],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| insert_edge(tx, &user, &edge).map(|_| ()))
+            .await
     }
 
     async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
@@ -836,25 +742,14 @@ impl MemoryStore for SqliteStore {
         entity: &EntityId,
         role: EntityRole,
     ) -> StoreResult<()> {
-        let (user, memory_id, entity) = (user.to_owned(), *memory_id, *entity);
-        self.write(move |tx| {
-            require_memory(tx, &user, &memory_id)?;
-            require_entity(tx, &user, &entity)?;
-            tx.execute(
-                "INSERT INTO memory_entities (memory_id, entity_id, user_id, role)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT DO NOTHING",
-                params![
-                    encode_id(&memory_id),
-                    encode_id(&entity),
-                    user,
-                    role.as_str()
-                ],
-            )
-            .map_err(db_err)?;
-            Ok(())
-        })
-        .await
+        let user = user.to_owned();
+        let link = EntityLink {
+            memory_id: *memory_id,
+            entity_id: *entity,
+            role,
+        };
+        self.write(move |tx| insert_link(tx, &user, &link).map(|_| ()))
+            .await
     }
 
     async fn entity_memories(

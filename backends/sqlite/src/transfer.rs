@@ -1,21 +1,18 @@
 //! [`TransferStore`] for SQLite: paged reads of every record, id-keeping imports.
 
-use crate::store::require_entity;
 use async_trait::async_trait;
 use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
 use cortex_core::{
-    EmbeddingSignature, EntityLink, Imported, ImportedEntity, Memory, MemoryId, Record, RecordKind,
-    StoreError, StoreResult, StoredMemory, Switch, TransferStore,
+    EmbeddingSignature, EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Memory,
+    MemoryId, NewMemory, Record, RecordKind, StoreError, StoreResult, StoredMemory, Switch,
+    TransferStore,
 };
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
-use crate::codec::{
-    MEMORY_COLUMNS, MemoryRow, decode_id, decode_time, decode_vector, encode_id, encode_list,
-    encode_time,
-};
+use crate::codec::{MEMORY_COLUMNS, MemoryRow, decode_id, decode_time, decode_vector};
 use crate::db_err;
-use crate::reembed;
-use crate::store::{SqliteStore, decode_entity, find_entity_by_keys, read_entity, require_memory};
+use crate::store::{SqliteStore, decode_entity, read_entity};
+use crate::{reembed, writes};
 
 fn page(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -124,7 +121,10 @@ impl TransferStore for SqliteStore {
     async fn users(&self) -> StoreResult<Vec<String>> {
         self.run(|conn| {
             let mut stmt = conn
-                .prepare_cached("SELECT DISTINCT user_id FROM memories ORDER BY user_id")
+                .prepare_cached(
+                    "SELECT user_id FROM memories UNION SELECT user_id FROM entities
+                     ORDER BY user_id",
+                )
                 .map_err(db_err)?;
             stmt.query_map([], |r| r.get::<_, String>(0))
                 .map_err(db_err)?
@@ -182,115 +182,89 @@ impl TransferStore for SqliteStore {
             .await
     }
 
+    async fn import_memory(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Imported> {
+        let (memory, embedding) = (memory.clone(), embedding.to_vec());
+        let signature = signature.clone();
+        self.write(move |tx| writes::import_memory(tx, &memory, &embedding, &signature))
+            .await
+    }
+
     async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
         let (user, event) = (user.to_owned(), event.clone());
-        self.write(move |tx| {
-            require_memory(tx, &user, &event.memory_id)?;
-            let args = params![
-                encode_id(&event.memory_id),
-                user,
-                encode_time(&event.event_time),
-                event.actor,
-                event.location,
-                event.event_type,
-            ];
-            let present: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM events
-                     WHERE memory_id = ?1 AND user_id = ?2 AND event_time = ?3
-                       AND actor IS ?4 AND location IS ?5 AND event_type IS ?6)",
-                    args,
-                    |r| r.get(0),
-                )
-                .map_err(db_err)?;
-            if present {
-                return Ok(Imported::Present);
-            }
-            tx.execute(
-                "INSERT INTO events (memory_id, user_id, event_time, actor, location, event_type)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                args,
-            )
-            .map_err(db_err)?;
-            Ok(Imported::Written)
-        })
-        .await
+        self.write(move |tx| writes::import_event(tx, &user, &event))
+            .await
     }
 
     async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
         let (user, entity) = (user.to_owned(), entity.clone());
-        self.write(move |tx| {
-            let owner: Option<String> = tx
-                .query_row(
-                    "SELECT user_id FROM entities WHERE id = ?1",
-                    params![encode_id(&entity.id)],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err)?;
-            match owner {
-                Some(owner) if owner == user => {
-                    return Ok(ImportedEntity {
-                        outcome: Imported::Present,
-                        id: entity.id,
-                    });
-                }
-                Some(_) => return Err(StoreError::ForeignId(format!("entity {}", entity.id))),
-                None => {}
-            }
-            if let Some(known) =
-                find_entity_by_keys(tx, &user, std::slice::from_ref(&entity.normalized_name))?
-            {
-                return Ok(ImportedEntity {
-                    outcome: Imported::Present,
-                    id: known.id,
-                });
-            }
-            tx.execute(
-                "INSERT INTO entities
-                     (id, user_id, name, normalized_name, entity_type, aliases, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    encode_id(&entity.id),
-                    user,
-                    entity.name,
-                    entity.normalized_name,
-                    entity.entity_type,
-                    encode_list(&entity.aliases),
-                    encode_time(&entity.created_at),
-                ],
-            )
-            .map_err(db_err)?;
-            Ok(ImportedEntity {
-                outcome: Imported::Written,
-                id: entity.id,
-            })
-        })
-        .await
+        self.write(move |tx| writes::import_entity(tx, &user, &entity))
+            .await
+    }
+
+    async fn import_supersession(&self, user: &str, s: &Supersession) -> StoreResult<Imported> {
+        let (user, s) = (user.to_owned(), s.clone());
+        self.write(move |tx| writes::import_supersession(tx, &user, &s))
+            .await
+    }
+
+    async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
+        let (user, edge) = (user.to_owned(), edge.clone());
+        self.write(move |tx| writes::insert_edge(tx, &user, &edge).map(writes::outcome))
+            .await
     }
 
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
         let (user, link) = (user.to_owned(), link.clone());
+        self.write(move |tx| writes::insert_link(tx, &user, &link).map(writes::outcome))
+            .await
+    }
+
+    /// The whole batch in one transaction: one fsync, and all of it or none.
+    async fn import_batch(
+        &self,
+        items: &[ImportItem],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Vec<ItemImported>> {
+        let (items, signature) = (items.to_vec(), signature.clone());
         self.write(move |tx| {
-            require_memory(tx, &user, &link.memory_id)?;
-            require_entity(tx, &user, &link.entity_id)?;
-            let inserted = tx
-                .execute(
-                    "INSERT INTO memory_entities (memory_id, entity_id, user_id, role)
-                     VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT DO NOTHING",
-                    params![
-                        encode_id(&link.memory_id),
-                        encode_id(&link.entity_id),
-                        user,
-                        link.role.as_str()
-                    ],
-                )
-                .map_err(db_err)?;
-            Ok(match inserted {
-                0 => Imported::Present,
-                _ => Imported::Written,
-            })
+            items
+                .iter()
+                .map(|item| {
+                    let plain = |outcome| ItemImported {
+                        outcome,
+                        entity_id: None,
+                    };
+                    Ok(match item {
+                        ImportItem::Memory { memory, embedding } => {
+                            plain(writes::import_memory(tx, memory, embedding, &signature)?)
+                        }
+                        ImportItem::Record { user, record } => match record {
+                            Record::Supersession(s) => {
+                                plain(writes::import_supersession(tx, user, s)?)
+                            }
+                            Record::Event(e) => plain(writes::import_event(tx, user, e)?),
+                            Record::Entity(e) => {
+                                let done = writes::import_entity(tx, user, e)?;
+                                ItemImported {
+                                    outcome: done.outcome,
+                                    entity_id: Some(done.id),
+                                }
+                            }
+                            Record::Edge(e) => {
+                                plain(writes::outcome(writes::insert_edge(tx, user, e)?))
+                            }
+                            Record::Link(l) => {
+                                plain(writes::outcome(writes::insert_link(tx, user, l)?))
+                            }
+                        },
+                    })
+                })
+                .collect()
         })
         .await
     }

@@ -518,5 +518,9 @@ pub async fn reembed_cmd(args: ReembedArgs) -> Result<(), AdminError> {
         "switched {} memories to {target}: {} embedded in {} calls ({} tokens reported)",
         done.switched, done.embedded, done.calls, done.tokens
     );
+    println!(
+        "restart every running cortex-mcp on this store with the new embedder settings: a \
+         running server keeps the model it started with"
+    );
     Ok(())
 }

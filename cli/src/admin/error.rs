@@ -28,6 +28,14 @@ pub enum AdminError {
     /// was written.
     #[error("line {line}: {message}")]
     Line { line: usize, message: String },
+    /// A store failure while writing these lines: where the backend writes a batch in one
+    /// transaction (SQLite), none of them was written.
+    #[error("lines {first}-{last}: {message}")]
+    Lines {
+        first: usize,
+        last: usize,
+        message: String,
+    },
     /// The file is not an export this build reads.
     #[error("{0}")]
     Format(String),

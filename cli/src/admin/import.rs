@@ -1,9 +1,11 @@
 //! Writing export lines into a store: batch by batch, every write idempotent.
 //!
 //! A batch is read and validated whole before anything of it is written, so a malformed
-//! line stops the import with its line number and none of its batch in the store. Writes
-//! keep ids and timestamps and skip what is already there, so running an interrupted import
-//! again finishes it: nothing lost, nothing doubled.
+//! line stops the import with its line number and none of its batch in the store. It is then
+//! written through `TransferStore::import_batch`: in one transaction on SQLite (entities in
+//! a transaction of their own, since what follows them needs their ids). Writes keep ids
+//! and timestamps and skip what is already there, so running an interrupted import again
+//! finishes it: nothing lost, nothing doubled.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
@@ -11,7 +13,8 @@ use std::io::BufRead;
 use cortex_core::memory::DEFAULT_MAX_CONTENT_BYTES;
 use cortex_core::records::EntityId;
 use cortex_core::{
-    EmbedTask, EmbeddingSignature, EntityLink, Imported, LLMProvider, NewMemory, TransferStore,
+    EmbedTask, EmbeddingSignature, EntityLink, ImportItem, Imported, LLMProvider, NewMemory,
+    Record, TransferStore,
 };
 
 use crate::admin::error::AdminError;
@@ -97,6 +100,31 @@ pub fn read_batch(
         batch.push((*line_no, line));
     }
     Ok(batch)
+}
+
+/// The embedder's answer checked as memorize checks it: one vector per text, each of the
+/// signature's dimension, finite and not all zero. A bad answer writes nothing.
+pub(crate) fn check_vectors(
+    vectors: &[Vec<f32>],
+    texts: usize,
+    signature: &EmbeddingSignature,
+) -> Result<(), AdminError> {
+    if vectors.len() != texts {
+        let problem = cortex_core::EmbeddingProblem::WrongCount {
+            expected: texts,
+            got: vectors.len(),
+        };
+        return Err(AdminError::Cortex(problem.into()));
+    }
+    for vector in vectors {
+        cortex_core::embedding::validate_embedding(vector, signature.dimension)
+            .map_err(|e| AdminError::Cortex(e.into()))?;
+    }
+    Ok(())
+}
+
+fn record(user: String, record: Record) -> ImportItem {
+    ImportItem::Record { user, record }
 }
 
 /// A memory line checked as memorize would check it.
@@ -256,67 +284,102 @@ impl<'a> Importer<'a> {
                     .filter_map(|&i| checked[i].as_ref().map(|n| n.content.clone()))
                     .collect();
                 let result = embedder.embed(&texts, EmbedTask::Document).await?;
+                check_vectors(&result.vectors, texts.len(), &signature)?;
                 self.tally.embedded += wanted.len() as u64;
                 computed.extend(wanted.into_iter().zip(result.vectors));
             }
         }
+        // Runs of items, each one `import_batch` (one transaction where the backend can).
+        // Entities get runs of their own: the edges and links after them must be written
+        // against the ids the store gave them, known only once the run is done.
+        let mut run: Vec<(usize, &'static str, ImportItem)> = Vec::new();
+        let mut run_is_entities = false;
         for (i, ((no, line), new)) in batch.iter().zip(checked).enumerate() {
             let user = self.user_of(line).to_owned();
-            let at = |e: cortex_core::StoreError| AdminError::line(*no, e.to_string());
-            let outcome = match (line, new) {
+            let item = match (line, new) {
                 (Line::Memory(m), Some(new)) => {
-                    let vector = match computed.get(&i) {
-                        Some(v) => Some(v.as_slice()),
-                        None => m.embedding.as_deref().filter(|_| self.usable(m)),
+                    let vector = match computed.remove(&i) {
+                        Some(v) => Some(v),
+                        None => m.embedding.clone().filter(|_| self.usable(m)),
                     };
                     match vector {
-                        Some(vector) => self
-                            .store
-                            .import_memory(&new, vector, &signature)
-                            .await
-                            .map_err(at)?,
+                        Some(embedding) => ImportItem::Memory {
+                            memory: new,
+                            embedding,
+                        },
                         // Neither computed nor usable: it was in the store already.
-                        None => Imported::Present,
+                        None => {
+                            self.tally.count(line.kind(), Imported::Present);
+                            continue;
+                        }
                     }
                 }
-                (Line::Supersession(s), _) => self
-                    .store
-                    .import_supersession(&user, &s.record)
-                    .await
-                    .map_err(at)?,
-                (Line::Event(e), _) => self
-                    .store
-                    .import_event(&user, &e.record)
-                    .await
-                    .map_err(at)?,
-                (Line::Entity(e), _) => {
-                    let done = self
-                        .store
-                        .import_entity(&user, &e.record)
-                        .await
-                        .map_err(at)?;
-                    if done.id != e.record.id {
-                        self.remap.insert(e.record.id, done.id);
-                    }
-                    done.outcome
-                }
+                (Line::Supersession(s), _) => record(user, Record::Supersession(s.record.clone())),
+                (Line::Event(e), _) => record(user, Record::Event(e.record.clone())),
+                (Line::Entity(e), _) => record(user, Record::Entity(e.record.clone())),
                 (Line::Edge(e), _) => {
                     let mut edge = e.record.clone();
                     edge.source = self.entity(edge.source);
                     edge.target = self.entity(edge.target);
-                    self.store.import_edge(&user, &edge).await.map_err(at)?
+                    record(user, Record::Edge(edge))
                 }
                 (Line::Link(l), _) => {
                     let link = EntityLink {
                         entity_id: self.entity(l.record.entity_id),
                         ..l.record.clone()
                     };
-                    self.store.import_link(&user, &link).await.map_err(at)?
+                    record(user, Record::Link(link))
                 }
                 (Line::Memory(_) | Line::Header(_), _) => continue,
             };
-            self.tally.count(line.kind(), outcome);
+            let is_entity = matches!(line, Line::Entity(_));
+            if is_entity != run_is_entities && !run.is_empty() {
+                self.flush(&mut run, &signature).await?;
+            }
+            run_is_entities = is_entity;
+            run.push((*no, line.kind(), item));
         }
+        self.flush(&mut run, &signature).await
+    }
+
+    /// Writes a run of items and counts what each did.
+    async fn flush(
+        &mut self,
+        run: &mut Vec<(usize, &'static str, ImportItem)>,
+        signature: &EmbeddingSignature,
+    ) -> Result<(), AdminError> {
+        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            return Ok(());
+        };
+        let lines = (first.0, last.0);
+        let items: Vec<ImportItem> = run.iter().map(|(_, _, item)| item.clone()).collect();
+        let done = self
+            .store
+            .import_batch(&items, signature)
+            .await
+            .map_err(|e| match lines.0 == lines.1 {
+                true => AdminError::line(lines.0, e.to_string()),
+                false => AdminError::Lines {
+                    first: lines.0,
+                    last: lines.1,
+                    message: e.to_string(),
+                },
+            })?;
+        for ((_, kind, item), outcome) in run.iter().zip(done) {
+            if let (
+                ImportItem::Record {
+                    record: Record::Entity(e),
+                    ..
+                },
+                Some(id),
+            ) = (item, outcome.entity_id)
+                && id != e.id
+            {
+                self.remap.insert(e.id, id);
+            }
+            self.tally.count(kind, outcome.outcome);
+        }
+        run.clear();
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use cortex_core::{EmbedTask, EmbeddingSignature, LLMProvider, Switch, TransferSt
 use serde::Serialize;
 
 use crate::admin::error::AdminError;
+use crate::admin::import::check_vectors;
 use crate::admin::progress::Progress;
 
 /// Memories per embedding call and per staging transaction, by default.
@@ -79,18 +80,7 @@ pub async fn reembed(
             after = last.seq;
             let texts: Vec<String> = page.iter().map(|m| m.content.clone()).collect();
             let result = embedder.embed(&texts, EmbedTask::Document).await?;
-            if result.vectors.len() != page.len() {
-                return Err(AdminError::Provider(
-                    cortex_core::ProviderError::InvalidResponse {
-                        provider: "embedder",
-                        message: format!(
-                            "{} vectors for {} texts",
-                            result.vectors.len(),
-                            page.len()
-                        ),
-                    },
-                ));
-            }
+            check_vectors(&result.vectors, page.len(), &signature)?;
             let staged: Vec<_> = page.iter().map(|m| m.id).zip(result.vectors).collect();
             store.stage_vectors(&signature, &staged).await?;
             outcome.calls += 1;

@@ -19,7 +19,7 @@ impl TransferStore for InMemoryStore {
         let mut users: Vec<String> = state
             .users
             .iter()
-            .filter(|(_, d)| !d.memories.is_empty())
+            .filter(|(_, d)| !d.memories.is_empty() || !d.entities.is_empty())
             .map(|(u, _)| u.clone())
             .collect();
         users.sort();
@@ -104,7 +104,8 @@ impl TransferStore for InMemoryStore {
         let known = d.entities.iter().find(|e| e.id == entity.id).or_else(|| {
             d.entities
                 .iter()
-                .find(|e| e.answers_to(&entity.normalized_name))
+                // By name only: an alias can be shared by two entities.
+                .find(|e| e.normalized_name == entity.normalized_name)
         });
         if let Some(known) = known {
             return Ok(ImportedEntity {
@@ -171,15 +172,18 @@ impl TransferStore for InMemoryStore {
                     signature.dimension
                 )));
             }
-            if !state.users.values().any(|d| d.seq_of.contains_key(id)) {
-                return Err(StoreError::MissingReference(format!("memory {id}")));
-            }
         }
+        // A memory forgotten since it was read needs no vector: skipped.
+        let vectors: Vec<(MemoryId, Vec<f32>)> = vectors
+            .iter()
+            .filter(|(id, _)| state.users.values().any(|d| d.seq_of.contains_key(id)))
+            .cloned()
+            .collect();
         if state.staged.as_ref().is_none_or(|(s, _)| s != signature) {
             state.staged = Some((signature.clone(), Default::default()));
         }
         if let Some((_, staged)) = state.staged.as_mut() {
-            staged.extend(vectors.iter().cloned());
+            staged.extend(vectors);
         }
         Ok(())
     }
