@@ -73,7 +73,17 @@ pub(crate) async fn add_event(
     event: &Event,
 ) -> Result<(), StoreError> {
     let client = pool.get().await?;
-    require_memory(&client, names, user, &event.memory_id).await?;
+    insert_event(&client, names, user, event).await
+}
+
+/// Writes an event of one of the user's memories.
+pub(crate) async fn insert_event<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    event: &Event,
+) -> Result<(), StoreError> {
+    require_memory(client, names, user, &event.memory_id).await?;
     let built = build(
         Query::insert()
             .into_table(names.table("events"))
@@ -95,7 +105,7 @@ pub(crate) async fn add_event(
             ])
             .map_err(sea_err)?,
     );
-    sql::execute(&client, &built)
+    sql::execute(client, &built)
         .await
         .map_err(|e| missing_if_fk(e, format!("memory {}", event.memory_id)))?;
     Ok(())
@@ -217,6 +227,40 @@ pub(crate) async fn find_by_keys<C: GenericClient>(
     Ok(None)
 }
 
+/// Writes an entity as it is, id and timestamp included.
+pub(crate) async fn insert_entity<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    entity: &Entity,
+) -> Result<(), StoreError> {
+    let built = build(
+        Query::insert()
+            .into_table(names.table("entities"))
+            .columns([
+                "id",
+                "user_id",
+                "name",
+                "normalized_name",
+                "entity_type",
+                "aliases",
+                "created_at",
+            ])
+            .values([
+                entity.id.into(),
+                user.into(),
+                entity.name.clone().into(),
+                entity.normalized_name.clone().into(),
+                entity.entity_type.clone().into(),
+                entity.aliases.clone().into(),
+                entity.created_at.into(),
+            ])
+            .map_err(sea_err)?,
+    );
+    sql::execute(client, &built).await?;
+    Ok(())
+}
+
 pub(crate) async fn upsert_entity(
     pool: &Connections,
     names: &Names,
@@ -248,30 +292,7 @@ pub(crate) async fn upsert_entity(
         }
         None => {
             let created = Entity::create(upsert, now());
-            let built = build(
-                Query::insert()
-                    .into_table(names.table("entities"))
-                    .columns([
-                        "id",
-                        "user_id",
-                        "name",
-                        "normalized_name",
-                        "entity_type",
-                        "aliases",
-                        "created_at",
-                    ])
-                    .values([
-                        created.id.into(),
-                        user.into(),
-                        created.name.clone().into(),
-                        created.normalized_name.clone().into(),
-                        created.entity_type.clone().into(),
-                        created.aliases.clone().into(),
-                        created.created_at.into(),
-                    ])
-                    .map_err(sea_err)?,
-            );
-            sql::execute(&tx, &built).await?;
+            insert_entity(&tx, names, user, &created).await?;
             created
         }
     };

@@ -11,9 +11,9 @@ use sea_query::{Expr, ExprTrait, Order, Query};
 use tokio_postgres::Row;
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
-use crate::enrichment::{self, require_memory};
+use crate::enrichment;
 use crate::schema::lock_key;
-use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
+use crate::sql::{build, get, limit, row_opt, rows};
 use crate::store::PostgresStore;
 use crate::{pg_err, reembed};
 
@@ -184,7 +184,6 @@ impl TransferStore for PostgresStore {
         )
         .await
         .map_err(pg_err)?;
-        require_memory(&tx, names, user, &event.memory_id).await?;
         let present = build(
             Query::select()
                 .expr(Expr::cust("1"))
@@ -206,28 +205,7 @@ impl TransferStore for PostgresStore {
         if row_opt(&tx, &present).await?.is_some() {
             return Ok(Imported::Present);
         }
-        let insert = build(
-            Query::insert()
-                .into_table(names.table("events"))
-                .columns([
-                    "memory_id",
-                    "user_id",
-                    "event_time",
-                    "actor",
-                    "location",
-                    "event_type",
-                ])
-                .values([
-                    event.memory_id.into(),
-                    user.into(),
-                    event.event_time.into(),
-                    event.actor.clone().into(),
-                    event.location.clone().into(),
-                    event.event_type.clone().into(),
-                ])
-                .map_err(sea_err)?,
-        );
-        sql::execute(&tx, &insert).await?;
+        enrichment::insert_event(&tx, names, user, event).await?;
         tx.commit().await.map_err(pg_err)?;
         Ok(Imported::Written)
     }
@@ -273,30 +251,7 @@ impl TransferStore for PostgresStore {
                 id: get(&row, 0)?,
             });
         }
-        let insert = build(
-            Query::insert()
-                .into_table(names.table("entities"))
-                .columns([
-                    "id",
-                    "user_id",
-                    "name",
-                    "normalized_name",
-                    "entity_type",
-                    "aliases",
-                    "created_at",
-                ])
-                .values([
-                    entity.id.into(),
-                    user.into(),
-                    entity.name.clone().into(),
-                    entity.normalized_name.clone().into(),
-                    entity.entity_type.clone().into(),
-                    entity.aliases.clone().into(),
-                    entity.created_at.into(),
-                ])
-                .map_err(sea_err)?,
-        );
-        sql::execute(&tx, &insert).await?;
+        enrichment::insert_entity(&tx, names, user, entity).await?;
         tx.commit().await.map_err(pg_err)?;
         Ok(ImportedEntity {
             outcome: Imported::Written,

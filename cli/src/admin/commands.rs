@@ -47,9 +47,7 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
     let kind: MemoryKind = args.kind.parse()?;
     let created_at = parse_instant("--created-at", args.created_at.as_deref())
         .map_err(|e| AdminError::Usage(e.to_string()))?;
-    let ctx = Context::open().await?;
-    let user = ctx.user(args.user.user.as_deref())?;
-    let engine = ctx.engine().await?;
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine
         .memory
         .memorize_at(&user, &args.content, kind, &args.tags, created_at)
@@ -69,9 +67,7 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
 }
 
 pub async fn search(args: SearchArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
-    let user = ctx.user(args.user.user.as_deref())?;
-    let engine = ctx.engine().await?;
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let limit = args.limit.unwrap_or(engine.top_k);
     let found = engine.memory.recall(&user, &args.query, limit).await?;
     if args.json {
@@ -132,9 +128,7 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
 }
 
 pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
-    let user = ctx.user(args.user.user.as_deref())?;
-    let engine = ctx.engine().await?;
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let id = engine.memory.forget(&user, &args.id).await?;
     match args.json {
         true => print_json(&json!({"deleted": id})),
@@ -146,9 +140,7 @@ pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
 }
 
 pub async fn history(args: IdArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
-    let user = ctx.user(args.user.user.as_deref())?;
-    let engine = ctx.engine().await?;
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let chain = engine.memory.history(&user, &args.id).await?;
     if args.json {
         let rows: Vec<_> = chain

@@ -49,6 +49,14 @@ impl Context {
     pub async fn engine(&self) -> Result<Engine, AdminError> {
         Ok(build_engine(&self.config).await?)
     }
+
+    /// For the commands that go through the engine: it, and the user (`--user`, else the
+    /// server's).
+    pub async fn engine_for(flag: Option<&str>) -> Result<(Engine, String), AdminError> {
+        let ctx = Self::open().await?;
+        let user = ctx.user(flag)?;
+        Ok((ctx.engine().await?, user))
+    }
 }
 
 /// The storage `--to` names: a postgres URL (the other `CORTEX_PG_*` settings from the
