@@ -271,7 +271,8 @@ impl<'a> Importer<'a> {
         Ok(out)
     }
 
-    /// Validates a batch, then writes it line by line.
+    /// Validates a batch, embeds what needs it, then writes it in runs through
+    /// [`TransferStore::import_batch`].
     pub async fn write(&mut self, batch: &[(usize, Line)]) -> Result<(), AdminError> {
         let checked = self.lines.check(batch)?;
         let signature = self.signature();
@@ -281,7 +282,7 @@ impl<'a> Importer<'a> {
             if !wanted.is_empty() {
                 let texts: Vec<String> = wanted
                     .iter()
-                    .filter_map(|&i| checked[i].as_ref().map(|n| n.content.clone()))
+                    .filter_map(|&i| checked.get(i)?.as_ref().map(|n| n.content.clone()))
                     .collect();
                 let result = embedder.embed(&texts, EmbedTask::Document).await?;
                 check_vectors(&result.vectors, texts.len(), &signature)?;
