@@ -255,7 +255,7 @@ async fn history_shows_the_supersession_chain_with_validity() {
 }
 
 #[tokio::test]
-async fn migrate_sqlite_to_postgres_and_back_keeps_every_record_and_recall_order() {
+async fn migrate_and_import_sqlite_to_postgres_and_back_keep_every_record_and_recall_order() {
     let Some(url) = database_url() else { return };
     let dir = tempfile::tempdir().unwrap();
     let a = sqlite_env(&dir.path().join("a.db"));
@@ -309,7 +309,31 @@ async fn migrate_sqlite_to_postgres_and_back_keeps_every_record_and_recall_order
             assert_eq!(ranks(&c), want, "{query} for {user} back on SQLite");
         }
     }
+    // `cortex import` into Postgres: the same records, and a second import writes nothing.
+    let file = dir.path().join("all.jsonl");
+    ok(
+        &a,
+        &["export", "--all-users", "--with-vectors", "-o", path(&file)],
+    );
+    let imported_schema = unique_schema("admin_import");
+    let pg2 = postgres_env(&url, &imported_schema);
+    let first = json(&ok(&pg2, &["import", path(&file), "--json"]));
+    assert_eq!(first["counts"]["embedded"], 0, "{first}");
+    assert_eq!(
+        memory_lines(&export_lines(&pg2, true)),
+        memory_lines(&from_a)
+    );
+    assert_eq!(sorted(&export_lines(&pg2, true)), sorted(&from_a));
+    let again = json(&ok(&pg2, &["import", path(&file), "--json"]));
+    let counts = again["counts"].as_object().unwrap();
+    assert!(
+        counts
+            .iter()
+            .all(|(k, v)| k.ends_with("already present") || v == 0),
+        "a second import writes nothing: {again}"
+    );
     drop_schema(&url, &schema).await;
+    drop_schema(&url, &imported_schema).await;
 }
 
 #[tokio::test]
