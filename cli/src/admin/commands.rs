@@ -362,7 +362,7 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
     let (tally, dry) = if args.dry_run {
         // No store, no model: the file alone is checked.
         let check = LineCheck::new(&header, args.as_user.clone());
-        let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         loop {
             let batch = read_batch(&mut input, &mut line_no)?;
             if batch.is_empty() {
@@ -370,7 +370,7 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
             }
             check.check(&batch)?;
             for (_, line) in &batch {
-                *counts.entry(line.kind()).or_default() += 1;
+                *counts.entry(line.kind().to_owned()).or_default() += 1;
             }
             progress.inc(batch.len() as u64);
         }
@@ -400,11 +400,19 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
             importer.write(&batch).await?;
             progress.inc(batch.len() as u64);
         }
-        let mut counts = importer.tally.written.clone();
-        counts.insert("embedded", importer.tally.embedded);
-        for (k, v) in &importer.tally.present {
-            counts.insert(present_key(k), *v);
-        }
+        let tally = &importer.tally;
+        let mut counts: BTreeMap<String, u64> = tally
+            .written
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .chain(
+                tally
+                    .present
+                    .iter()
+                    .map(|(k, v)| (format!("{k} already present"), *v)),
+            )
+            .collect();
+        counts.insert("embedded".to_owned(), tally.embedded);
         (counts, false)
     };
     progress.finish();
@@ -415,17 +423,6 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
     let parts: Vec<String> = tally.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("{verb}: {}", parts.join(", "));
     Ok(())
-}
-
-fn present_key(kind: &str) -> &'static str {
-    match kind {
-        "memory" => "memory already present",
-        "supersession" => "supersession already present",
-        "event" => "event already present",
-        "entity" => "entity already present",
-        "edge" => "edge already present",
-        _ => "other already present",
-    }
 }
 
 pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
