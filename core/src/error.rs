@@ -126,6 +126,9 @@ pub enum StoreError {
     /// The backend does not implement this optional operation.
     #[error("{0} is not supported by this store")]
     Unsupported(&'static str),
+    /// Records that contradict themselves (an extraction naming an entity it lacks, say).
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
 }
 
 impl StoreError {

@@ -1,13 +1,16 @@
 //! Cortex core: long-term memory for AI agents.
 //!
-//! This crate holds the types, the [`MemoryStore`] and [`LLMProvider`] seams, the
-//! in-memory index with exact dense search and BM25, hybrid retrieval fused by Reciprocal
-//! Rank Fusion, and the [`CortexMemory`] engine. It performs no I/O of its own: storage
+//! This crate holds the types, the storage seams ([`MemoryStore`] for memories and
+//! recall, [`EnrichmentStore`] for the layers' records, [`TransferStore`] for export and
+//! import), the [`LLMProvider`] seam, the in-memory index with exact dense search and
+//! BM25, hybrid retrieval fused by Reciprocal Rank Fusion, and the [`CortexMemory`]
+//! engine. It performs no I/O of its own: storage
 //! backends and model providers live in other crates.
 
 pub mod dossier;
 pub mod embedding;
 pub mod engine;
+pub mod enrichment_store;
 pub mod error;
 pub mod hybrid;
 pub mod in_memory;
@@ -28,6 +31,9 @@ pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{
     CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT, MemorizeStatus,
     Memorized,
+};
+pub use enrichment_store::{
+    EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, Resolved,
 };
 pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
 pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve};

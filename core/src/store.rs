@@ -9,22 +9,25 @@ use crate::error::StoreError;
 use crate::hybrid::ScoredMemory;
 use crate::index::MemoryIndex;
 use crate::memory::{Memory, MemoryId, NewMemory};
-use crate::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry,
-};
+use crate::records::Supersession;
 use crate::signature::EmbeddingSignature;
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// What a backend does natively (the OpenDAL way: flat flags, all off by default).
+/// What a backend does natively (the OpenDAL way: flat flags, all off by default). The
+/// engine reads `search`; the conformance suite reads every flag and holds the backend to
+/// each one it claims.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
-    /// [`MemoryStore::search`] runs the whole hybrid query in the backend.
+    /// [`MemoryStore::search`] runs the whole hybrid query in the backend. The engine then
+    /// calls it instead of building an index, and the suite checks it returns exactly what
+    /// the in-process path returns.
     pub search: bool,
-    /// Data outlives the process.
+    /// Data outlives the process: the suite closes every handle, reopens and compares.
     pub persistent: bool,
-    /// Other processes may write the same store concurrently.
+    /// Other processes may write the same store concurrently: the suite runs its two-engine
+    /// scenarios over two separate handles, so each engine must see the other's writes
+    /// through the change counter.
     pub shared: bool,
 }
 
@@ -66,8 +69,10 @@ pub struct SearchRequest {
     pub top_k: usize,
 }
 
-/// Storage for memories, the embedding signature and the enrichment records. Every method
-/// is scoped to one user; nothing is read or written across users.
+/// Storage for memories, their vectors, the embedding signature and the supersessions that
+/// decide the live set: everything memorize and recall need, and nothing more. Every method
+/// is scoped to one user; nothing is read or written across users. The layers' records
+/// live behind [`EnrichmentStore`](crate::EnrichmentStore).
 #[async_trait]
 pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// What this backend does natively.
@@ -118,16 +123,6 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         Err(StoreError::Unsupported("search"))
     }
 
-    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()>;
-
-    /// Events in `range`, oldest first, each with its memory.
-    async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        limit: usize,
-    ) -> StoreResult<Vec<TimelineEntry>>;
-
     /// Marks `old_id` superseded by `new_id` (both must exist for the user).
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation>;
 
@@ -137,40 +132,6 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         user: &str,
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>>;
-
-    /// Finds the entity by normalised name or alias, merging the new name and aliases into
-    /// it, or creates it.
-    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity>;
-
-    /// The entity whose normalised name or alias equals `name` normalised.
-    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>>;
-
-    /// The entity with this id, if it belongs to the user.
-    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>>;
-
-    /// Adds a directed labelled edge; adding the same (source, target, label) again is a
-    /// no-op.
-    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()>;
-
-    /// Edges into and out of `entity`, oldest first.
-    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>>;
-
-    /// Links a memory to an entity; linking again is a no-op.
-    async fn link_entity(
-        &self,
-        user: &str,
-        memory_id: &MemoryId,
-        entity: &EntityId,
-        role: EntityRole,
-    ) -> StoreResult<()>;
-
-    /// Live memories linked to `entity`, newest first.
-    async fn entity_memories(
-        &self,
-        user: &str,
-        entity: &EntityId,
-        limit: usize,
-    ) -> StoreResult<Vec<Memory>>;
 }
 
 // Forward every method, including the defaulted ones, so a wrapped store keeps its
@@ -221,17 +182,6 @@ macro_rules! forward_store {
             ) -> StoreResult<Vec<ScoredMemory>> {
                 (**self).search(user, request).await
             }
-            async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-                (**self).add_event(user, event).await
-            }
-            async fn timeline(
-                &self,
-                user: &str,
-                range: &TimeRange,
-                limit: usize,
-            ) -> StoreResult<Vec<TimelineEntry>> {
-                (**self).timeline(user, range, limit).await
-            }
             async fn supersede(
                 &self,
                 user: &str,
@@ -245,38 +195,6 @@ macro_rules! forward_store {
                 memory_id: &MemoryId,
             ) -> StoreResult<Vec<Supersession>> {
                 (**self).supersessions(user, memory_id).await
-            }
-            async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-                (**self).upsert_entity(user, entity).await
-            }
-            async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-                (**self).find_entity(user, name).await
-            }
-            async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-                (**self).entity(user, id).await
-            }
-            async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-                (**self).add_edge(user, edge).await
-            }
-            async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-                (**self).edges(user, entity).await
-            }
-            async fn link_entity(
-                &self,
-                user: &str,
-                memory_id: &MemoryId,
-                entity: &EntityId,
-                role: EntityRole,
-            ) -> StoreResult<()> {
-                (**self).link_entity(user, memory_id, entity, role).await
-            }
-            async fn entity_memories(
-                &self,
-                user: &str,
-                entity: &EntityId,
-                limit: usize,
-            ) -> StoreResult<Vec<Memory>> {
-                (**self).entity_memories(user, entity, limit).await
             }
         }
     )*};

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::enrichment_store::EnrichmentStore;
 use crate::memory::{Memory, MemoryId, NewMemory};
 use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
@@ -132,7 +133,7 @@ pub enum Switch {
 /// Reading a store out and writing records back with their ids. Every method is scoped to
 /// one user except [`users`](Self::users).
 #[async_trait]
-pub trait TransferStore: MemoryStore {
+pub trait TransferStore: MemoryStore + EnrichmentStore {
     /// Every user with at least one memory, in byte order.
     async fn users(&self) -> StoreResult<Vec<String>>;
 

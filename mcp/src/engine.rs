@@ -95,7 +95,11 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         ..EngineConfig::default()
     }
     .with_tier(config.tier);
-    let mut memory = CortexMemory::with_config(store, embedder, engine_config);
+    let mut memory = CortexMemory::with_config(store.clone(), embedder, engine_config);
+    // The layers' records are reachable only when a layer keeps them; recall never is.
+    if config.layers.episodic || config.layers.graph {
+        memory = memory.with_enrichment(store);
+    }
     if let Some(generator) = generator {
         memory = memory.with_llm(generator);
     }

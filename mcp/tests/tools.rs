@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event};
-use cortex_core::{CortexMemory, EngineConfig, Layers, MemoryKind, MemoryStore};
+use cortex_core::{CortexMemory, EngineConfig, EnrichmentStore, Layers, MemoryKind, MemoryStore};
 use cortex_mcp::{CortexServer, Engine, EngineError, LazyEngine, ServerConfig, build_engine};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;
@@ -26,6 +26,8 @@ const USER: &str = "tester";
 struct Harness {
     client: RunningService<RoleClient, ()>,
     memory: Arc<CortexMemory>,
+    /// The server's store, for writing the layers' records as an extraction would.
+    store: Arc<SqliteStore>,
     fake: Arc<FakeProvider>,
     _dir: TempDir,
 }
@@ -33,17 +35,16 @@ struct Harness {
 /// A server over a fresh SQLite file, plus direct handles on its engine and embedder.
 async fn harness(layers: Layers) -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("memory.db")).unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path().join("memory.db")).unwrap());
     let fake = Arc::new(FakeProvider::new(64));
     let config = EngineConfig {
         layers,
         ..EngineConfig::default()
     };
-    let memory = Arc::new(CortexMemory::with_config(
-        Arc::new(store),
-        fake.clone(),
-        config,
-    ));
+    let memory = Arc::new(
+        CortexMemory::with_config(store.clone(), fake.clone(), config)
+            .with_enrichment(store.clone()),
+    );
     let engine = Engine {
         memory: memory.clone(),
         user_id: USER.into(),
@@ -53,6 +54,7 @@ async fn harness(layers: Layers) -> Harness {
     Harness {
         client,
         memory,
+        store,
         fake,
         _dir: dir,
     }
@@ -492,7 +494,7 @@ async fn recall_timeline_returns_dated_events_oldest_first() {
         ..Layers::default()
     })
     .await;
-    let store = h.memory.store().clone();
+    let store = h.store.clone();
     let mut seeded = Vec::new();
     for (content, when, actor) in [
         ("Moved to Lisbon", "2024-03-10T09:00:00Z", Some("user")),
@@ -581,7 +583,7 @@ async fn recall_about_returns_the_entity_dossier() {
         ..Layers::default()
     })
     .await;
-    let store = h.memory.store().clone();
+    let store = h.store.clone();
     let memory_id: uuid::Uuid = h
         .memorize("Ada Lovelace works with Charles Babbage")
         .await

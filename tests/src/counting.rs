@@ -4,29 +4,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cortex_core::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry,
-};
+use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
     MemoryStore, NewMemory, ScoredMemory, SearchRequest, StoreResult,
 };
 
-/// The store methods that read or write enrichment records.
-pub const ENRICHMENT_METHODS: &[&str] = &[
-    "add_event",
-    "timeline",
-    "supersede",
-    "supersessions",
-    "upsert_entity",
-    "find_entity",
-    "entity",
-    "add_edge",
-    "edges",
-    "link_entity",
-    "entity_memories",
-];
+/// The store methods recall may call: the signature, the change counter, the index or the
+/// pushdown.
+pub const RECALL_METHODS: &[&str] = &["signature", "generation", "build_index", "search"];
 
 /// Forwards every call to `inner` and counts it by method name.
 #[derive(Debug)]
@@ -100,57 +86,10 @@ impl MemoryStore for CountingStore {
     async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
         self.hit("search").search(user, request).await
     }
-    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        self.hit("add_event").add_event(user, event).await
-    }
-    async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        limit: usize,
-    ) -> StoreResult<Vec<TimelineEntry>> {
-        self.hit("timeline").timeline(user, range, limit).await
-    }
     async fn supersede(&self, user: &str, s: &Supersession) -> StoreResult<Generation> {
         self.hit("supersede").supersede(user, s).await
     }
     async fn supersessions(&self, user: &str, id: &MemoryId) -> StoreResult<Vec<Supersession>> {
         self.hit("supersessions").supersessions(user, id).await
-    }
-    async fn upsert_entity(&self, user: &str, e: &EntityUpsert) -> StoreResult<Entity> {
-        self.hit("upsert_entity").upsert_entity(user, e).await
-    }
-    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        self.hit("find_entity").find_entity(user, name).await
-    }
-    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        self.hit("entity").entity(user, id).await
-    }
-    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-        self.hit("add_edge").add_edge(user, edge).await
-    }
-    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        self.hit("edges").edges(user, entity).await
-    }
-    async fn link_entity(
-        &self,
-        user: &str,
-        memory: &MemoryId,
-        entity: &EntityId,
-        role: EntityRole,
-    ) -> StoreResult<()> {
-        self.hit("link_entity")
-            .link_entity(user, memory, entity, role)
-            .await
-    }
-    async fn entity_memories(
-        &self,
-        user: &str,
-        entity: &EntityId,
-        limit: usize,
-    ) -> StoreResult<Vec<Memory>> {
-        self.hit("entity_memories")
-            .entity_memories(user, entity, limit)
-            .await
     }
 }

@@ -1,13 +1,20 @@
 //! The conformance suite every [`MemoryStore`] backend must pass.
 //!
-//! Scenarios are written once as async functions over a [`StoreFactory`]; the
-//! [`conformance_suite!`] macro expands them into one `#[tokio::test]` per scenario for a
-//! backend, so a failure names the scenario. A new backend implements [`StoreFactory`] and
-//! adds one line:
+//! Scenarios are written once as async functions over a [`StoreFactory`]; the macros
+//! expand them into one `#[tokio::test]` per scenario for a backend, so a failure names
+//! the scenario. A new backend implements [`StoreFactory`] and adds one line:
 //!
 //! ```text
 //! cortex_conformance::conformance_suite!(MyFactory::new());
 //! ```
+//!
+//! That is the core suite, over [`MemoryStore`] alone. Scenarios that need a capability
+//! run their checks only when the store reports it (the OpenDAL way):
+//! [`Capabilities::persistent`](cortex_core::Capabilities::persistent) gates close and
+//! reopen, [`shared`](cortex_core::Capabilities::shared) the scenarios with two handles,
+//! and [`search`](cortex_core::Capabilities::search) the pushdown's parity with the
+//! in-process path. A backend adds [`enrichment_suite!`] once it implements
+//! [`EnrichmentStore`], and [`transfer_suite!`] once it implements [`TransferStore`].
 // Test support: a failed expectation is a panic that names it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +26,7 @@ pub mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
 
 /// Creates isolated storage for one scenario.
 #[async_trait]
@@ -48,14 +55,19 @@ pub trait TestStorage: Send + Sync {
     /// close and reopen.
     async fn connect(&self) -> Arc<dyn MemoryStore>;
 
+    /// A new handle as an [`EnrichmentStore`], for backends that run [`enrichment_suite!`].
+    async fn connect_enrichment(&self) -> Option<Arc<dyn EnrichmentStore>> {
+        None
+    }
+
     /// A new handle as a [`TransferStore`], for backends that run [`transfer_suite!`].
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
         None
     }
 }
 
-/// Expands every scenario into a `#[tokio::test]` for `$factory` (an expression building a
-/// [`StoreFactory`]). Persistent backends add [`persistence_suite!`].
+/// Expands every core scenario into a `#[tokio::test]` for `$factory` (an expression
+/// building a [`StoreFactory`]): what a backend of [`MemoryStore`] alone must pass.
 #[macro_export]
 macro_rules! conformance_suite {
     ($factory:expr) => {
@@ -84,19 +96,14 @@ macro_rules! conformance_suite {
             unchanged_store_is_not_reread,
             concurrent_memorize_keeps_every_memory,
             one_embed_per_memorize_and_recall,
-            events_timeline_range_and_order,
-            entity_upsert_is_idempotent,
-            edges_and_links,
             supersession_hides_and_forget_restores,
-            forget_cascades_enrichment,
-            enrichment_is_isolated_per_user,
-            timeline_and_dossier_reads,
             dedup_returns_the_existing_memory,
             soft_update_supersedes_and_keeps_history,
-            one_extraction_call_feeds_timeline_and_graph,
-            failed_enrichment_never_loses_the_memory,
-            layers_never_change_recall,
             reranker_reorders_and_failures_fall_back,
+            survives_close_and_reopen,
+            search_equals_in_process_retrieval,
+            wrapped_store_keeps_capabilities_and_pushdown,
+            long_query_equals_reference,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {
@@ -114,6 +121,26 @@ macro_rules! conformance_suite {
     };
 }
 
+/// The layers' records, for backends that implement [`EnrichmentStore`] (their
+/// [`TestStorage::connect_enrichment`] returns a handle).
+#[macro_export]
+macro_rules! enrichment_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@expand $factory;
+            events_timeline_range_and_order,
+            entity_upsert_is_idempotent,
+            edges_and_links,
+            forget_cascades_enrichment,
+            enrichment_is_isolated_per_user,
+            timeline_and_dossier_reads,
+            extraction_is_written_whole_or_not_at_all,
+            one_extraction_call_feeds_timeline_and_graph,
+            failed_enrichment_never_loses_the_memory,
+            layers_never_change_recall,
+        );
+    };
+}
+
 /// Export, import and re-embedding, for backends that implement [`TransferStore`] (their
 /// [`TestStorage::connect_transfer`] returns a handle).
 #[macro_export]
@@ -127,13 +154,5 @@ macro_rules! transfer_suite {
             transfer_switch_waits_for_every_memory,
             transfer_staging_another_model_starts_over,
         );
-    };
-}
-
-/// Scenarios only a store that outlives its process can pass.
-#[macro_export]
-macro_rules! persistence_suite {
-    ($factory:expr) => {
-        $crate::conformance_suite!(@expand $factory; survives_close_and_reopen);
     };
 }

@@ -5,10 +5,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use cortex_core::{
-    CortexMemory, EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, MemoryKind,
-    MemoryStore, ProviderError, TokenUsage,
+    CortexMemory, EmbedResult, EmbedTask, EmbeddingSignature, EnrichmentStore, GenResult,
+    LLMProvider, MemoryKind, MemoryStore, ProviderError, TokenUsage,
 };
 use cortex_providers::FakeProvider;
+
+use crate::TestStorage;
 
 /// The Fake dimension the scenarios use.
 pub const DIM: usize = 256;
@@ -17,6 +19,36 @@ pub const DIM: usize = 256;
 pub fn engine(store: Arc<dyn MemoryStore>) -> (CortexMemory, Arc<FakeProvider>) {
     let fake = Arc::new(FakeProvider::new(DIM));
     (CortexMemory::new(store, fake.clone()), fake)
+}
+
+/// An engine over `store` that keeps the layers' records in `records`.
+pub fn engine_with_records(
+    store: Arc<dyn MemoryStore>,
+    records: Arc<dyn EnrichmentStore>,
+) -> (CortexMemory, Arc<FakeProvider>) {
+    let (engine, fake) = engine(store);
+    (engine.with_enrichment(records), fake)
+}
+
+/// The storage's enrichment handle; a backend that runs the enrichment suite must give one.
+pub async fn records(storage: &dyn TestStorage) -> Arc<dyn EnrichmentStore> {
+    storage.connect_enrichment().await.expect(
+        "this backend runs enrichment_suite! but its TestStorage::connect_enrichment returns None",
+    )
+}
+
+/// Whether a scenario that needs `capability` applies. When it does not, says so on the
+/// process's stderr (which a passing test does not swallow) and the scenario checks
+/// nothing more: the capability is the backend's own claim, as in OpenDAL's suites.
+pub fn applies(scenario: &str, capability: &str, present: bool) -> bool {
+    if !present {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOT APPLICABLE {scenario}: the store does not report `{capability}`"
+        );
+    }
+    present
 }
 
 /// A user id no other test uses, so scenarios could share storage and still not meet.

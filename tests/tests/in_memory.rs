@@ -5,8 +5,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_conformance::{StoreFactory, TestStorage, conformance_suite, transfer_suite};
-use cortex_core::{InMemoryStore, MemoryStore, TransferStore};
+use cortex_conformance::{
+    StoreFactory, TestStorage, conformance_suite, enrichment_suite, transfer_suite,
+};
+use cortex_core::{EnrichmentStore, InMemoryStore, MemoryStore, TransferStore};
 
 struct InMemory;
 
@@ -25,10 +27,15 @@ impl TestStorage for Shared {
         self.0.clone()
     }
 
+    async fn connect_enrichment(&self) -> Option<Arc<dyn EnrichmentStore>> {
+        Some(self.0.clone())
+    }
+
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
         Some(self.0.clone())
     }
 }
 
 conformance_suite!(InMemory);
+enrichment_suite!(InMemory);
 transfer_suite!(InMemory);

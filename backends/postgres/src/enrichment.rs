@@ -1,4 +1,5 @@
-//! The enrichment records: events, entities, edges and memory-entity links. Supersessions
+//! The enrichment records: events, entities, edges and memory-entity links, and the
+//! [`EnrichmentStore`] over them. Supersessions
 //! live in the store, since they change the live set and the BM25 statistics.
 
 use cortex_core::StoreError;
@@ -7,7 +8,8 @@ use cortex_core::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
     TimelineEntry, normalize_entity_name,
 };
-use cortex_core::{Memory, MemoryId};
+use async_trait::async_trait;
+use cortex_core::{EnrichmentStore, ExtractionRecords, Memory, MemoryId, StoreResult};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, OnConflict, Order, Query};
 
@@ -15,6 +17,7 @@ use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
 use crate::pg_err;
 use crate::pool::Connections;
 use crate::schema::{Names, lock_key};
+use crate::store::PostgresStore;
 use crate::sql::{self, build, get, is_foreign_key_violation, limit, row_opt, rows, sea_err};
 
 async fn exists<C: GenericClient>(
@@ -269,14 +272,37 @@ pub(crate) async fn upsert_entity(
 ) -> Result<Entity, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await.map_err(pg_err)?;
-    // Find-then-create must not race another upsert of the same user.
-    tx.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&lock_key(&["cortex-entity", names.schema(), user])],
-    )
-    .await
-    .map_err(pg_err)?;
-    let entity = match find_by_keys(&tx, names, user, &upsert.keys()).await? {
+    lock_entities(&tx, names, user).await?;
+    let entity = upsert_locked(&tx, names, user, upsert).await?;
+    tx.commit().await.map_err(pg_err)?;
+    Ok(entity)
+}
+
+/// Find-then-create must not race another upsert of the same user: this transaction-level
+/// lock serialises them.
+async fn lock_entities<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&lock_key(&["cortex-entity", names.schema(), user])],
+        )
+        .await
+        .map_err(pg_err)?;
+    Ok(())
+}
+
+/// The upsert, inside a transaction that holds [`lock_entities`].
+async fn upsert_locked<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    upsert: &EntityUpsert,
+) -> Result<Entity, StoreError> {
+    match find_by_keys(client, names, user, &upsert.keys()).await? {
         Some(mut existing) => {
             if existing.merge(upsert) {
                 let built = build(
@@ -286,18 +312,49 @@ pub(crate) async fn upsert_entity(
                         .value("aliases", existing.aliases.clone())
                         .and_where(Expr::col("id").eq(existing.id)),
                 );
-                sql::execute(&tx, &built).await?;
+                sql::execute(client, &built).await?;
             }
-            existing
+            Ok(existing)
         }
         None => {
             let created = Entity::create(upsert, now());
-            insert_entity(&tx, names, user, &created).await?;
-            created
+            insert_entity(client, names, user, &created).await?;
+            Ok(created)
         }
-    };
+    }
+}
+
+/// One extraction's event, entities, links and edges in one transaction.
+pub(crate) async fn record_extraction(
+    pool: &Connections,
+    names: &Names,
+    user: &str,
+    records: &ExtractionRecords,
+) -> Result<Vec<Entity>, StoreError> {
+    records.check()?;
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await.map_err(pg_err)?;
+    require_memory(&tx, names, user, &records.memory_id).await?;
+    if let Some(event) = &records.event {
+        insert_event(&tx, names, user, event).await?;
+    }
+    let mut entities = Vec::with_capacity(records.entities.len());
+    if !records.entities.is_empty() {
+        lock_entities(&tx, names, user).await?;
+    }
+    for upsert in &records.entities {
+        entities.push(upsert_locked(&tx, names, user, upsert).await?);
+    }
+    let ids: Vec<EntityId> = entities.iter().map(|e| e.id).collect();
+    let resolved = records.resolve(&ids)?;
+    for (entity, role) in resolved.links {
+        insert_link(&tx, names, user, &records.memory_id, &entity, role).await?;
+    }
+    for edge in &resolved.edges {
+        insert_edge(&tx, names, user, edge).await?;
+    }
     tx.commit().await.map_err(pg_err)?;
-    Ok(entity)
+    Ok(entities)
 }
 
 pub(crate) async fn find_entity(
@@ -337,10 +394,20 @@ pub(crate) async fn add_edge(
     edge: &EntityEdge,
 ) -> Result<(), StoreError> {
     let client = pool.get().await?;
-    require_entity(&client, names, user, &edge.source).await?;
-    require_entity(&client, names, user, &edge.target).await?;
+    insert_edge(&client, names, user, edge).await
+}
+
+/// Writes an edge between two of the user's entities (a no-op when it is there).
+async fn insert_edge<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    edge: &EntityEdge,
+) -> Result<(), StoreError> {
+    require_entity(client, names, user, &edge.source).await?;
+    require_entity(client, names, user, &edge.target).await?;
     if let Some(m) = &edge.memory_id {
-        require_memory(&client, names, user, m).await?;
+        require_memory(client, names, user, m).await?;
     }
     let built = build(
         Query::insert()
@@ -368,7 +435,7 @@ pub(crate) async fn add_edge(
                     .to_owned(),
             ),
     );
-    sql::execute(&client, &built)
+    sql::execute(client, &built)
         .await
         .map_err(|e| missing_if_fk(e, format!("memory {}", edge.memory_id.unwrap_or_default())))?;
     Ok(())
@@ -417,8 +484,20 @@ pub(crate) async fn link_entity(
     role: EntityRole,
 ) -> Result<bool, StoreError> {
     let client = pool.get().await?;
-    require_memory(&client, names, user, memory_id).await?;
-    require_entity(&client, names, user, entity).await?;
+    insert_link(&client, names, user, memory_id, entity, role).await
+}
+
+/// Links one of the user's memories to one of their entities; `false` when it was there.
+pub(crate) async fn insert_link<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    memory_id: &MemoryId,
+    entity: &EntityId,
+    role: EntityRole,
+) -> Result<bool, StoreError> {
+    require_memory(client, names, user, memory_id).await?;
+    require_entity(client, names, user, entity).await?;
     let built = build(
         Query::insert()
             .into_table(names.table("memory_entities"))
@@ -436,7 +515,7 @@ pub(crate) async fn link_entity(
                     .to_owned(),
             ),
     );
-    let inserted = sql::execute(&client, &built)
+    let inserted = sql::execute(client, &built)
         .await
         .map_err(|e| missing_if_fk(e, format!("memory {memory_id}")))?;
     Ok(inserted > 0)
@@ -471,4 +550,69 @@ pub(crate) async fn entity_memories(
         .iter()
         .map(|row| memory_at(row, 0))
         .collect()
+}
+
+#[async_trait]
+impl EnrichmentStore for PostgresStore {
+    async fn record_extraction(
+        &self,
+        user: &str,
+        records: &ExtractionRecords,
+    ) -> StoreResult<Vec<Entity>> {
+        record_extraction(self.connections(), self.names(), user, records).await
+    }
+
+    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
+        add_event(self.connections(), self.names(), user, event).await
+    }
+
+    async fn timeline(
+        &self,
+        user: &str,
+        range: &TimeRange,
+        max: usize,
+    ) -> StoreResult<Vec<TimelineEntry>> {
+        timeline(self.connections(), self.names(), user, range, max).await
+    }
+
+    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
+        upsert_entity(self.connections(), self.names(), user, entity).await
+    }
+
+    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
+        find_entity(self.connections(), self.names(), user, name).await
+    }
+
+    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
+        entity(self.connections(), self.names(), user, id).await
+    }
+
+    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
+        add_edge(self.connections(), self.names(), user, edge).await
+    }
+
+    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
+        edges(self.connections(), self.names(), user, entity).await
+    }
+
+    async fn link_entity(
+        &self,
+        user: &str,
+        memory_id: &MemoryId,
+        entity: &EntityId,
+        role: EntityRole,
+    ) -> StoreResult<()> {
+        link_entity(self.connections(), self.names(), user, memory_id, entity, role)
+            .await
+            .map(|_| ())
+    }
+
+    async fn entity_memories(
+        &self,
+        user: &str,
+        entity: &EntityId,
+        max: usize,
+    ) -> StoreResult<Vec<Memory>> {
+        entity_memories(self.connections(), self.names(), user, entity, max).await
+    }
 }

@@ -8,10 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
 use cortex_core::hybrid::ScoredMemory;
-use cortex_core::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry,
-};
+use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
     MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
@@ -1123,19 +1120,6 @@ impl MemoryStore for PostgresStore {
         Ok(out)
     }
 
-    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        enrichment::add_event(&self.inner.pool, self.names(), user, event).await
-    }
-
-    async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        max: usize,
-    ) -> StoreResult<Vec<TimelineEntry>> {
-        enrichment::timeline(&self.inner.pool, self.names(), user, range, max).await
-    }
-
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         let names = self.names();
         let s = supersession;
@@ -1187,54 +1171,6 @@ impl MemoryStore for PostgresStore {
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>> {
         enrichment::supersessions(&self.inner.pool, self.names(), user, memory_id).await
-    }
-
-    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-        enrichment::upsert_entity(&self.inner.pool, self.names(), user, entity).await
-    }
-
-    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        enrichment::find_entity(&self.inner.pool, self.names(), user, name).await
-    }
-
-    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        enrichment::entity(&self.inner.pool, self.names(), user, id).await
-    }
-
-    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-        enrichment::add_edge(&self.inner.pool, self.names(), user, edge).await
-    }
-
-    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        enrichment::edges(&self.inner.pool, self.names(), user, entity).await
-    }
-
-    async fn link_entity(
-        &self,
-        user: &str,
-        memory_id: &MemoryId,
-        entity: &EntityId,
-        role: EntityRole,
-    ) -> StoreResult<()> {
-        enrichment::link_entity(
-            &self.inner.pool,
-            self.names(),
-            user,
-            memory_id,
-            entity,
-            role,
-        )
-        .await
-        .map(|_| ())
-    }
-
-    async fn entity_memories(
-        &self,
-        user: &str,
-        entity: &EntityId,
-        max: usize,
-    ) -> StoreResult<Vec<Memory>> {
-        enrichment::entity_memories(&self.inner.pool, self.names(), user, entity, max).await
     }
 }
 

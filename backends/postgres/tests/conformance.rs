@@ -5,18 +5,18 @@ mod support;
 
 mod pushdown {
     use super::support::Pg;
-    use cortex_conformance::{conformance_suite, persistence_suite, transfer_suite};
+    use cortex_conformance::{conformance_suite, enrichment_suite, transfer_suite};
 
     conformance_suite!(Pg { pushdown: true });
-    persistence_suite!(Pg { pushdown: true });
+    enrichment_suite!(Pg { pushdown: true });
     transfer_suite!(Pg { pushdown: true });
 }
 
 mod build_index {
     use super::support::Pg;
-    use cortex_conformance::{conformance_suite, persistence_suite, transfer_suite};
+    use cortex_conformance::{conformance_suite, enrichment_suite, transfer_suite};
 
     conformance_suite!(Pg { pushdown: false });
-    persistence_suite!(Pg { pushdown: false });
+    enrichment_suite!(Pg { pushdown: false });
     transfer_suite!(Pg { pushdown: false });
 }

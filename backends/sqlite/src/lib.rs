@@ -5,6 +5,7 @@
 //! index once and keeps it current through the per-user change counter.
 
 mod codec;
+mod enrichment;
 mod reembed;
 mod schema;
 mod store;

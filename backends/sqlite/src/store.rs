@@ -6,27 +6,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cortex_core::memory::now;
-use cortex_core::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry, normalize_entity_name,
-};
+use cortex_core::records::{Entity, EntityId, Supersession};
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, EntityLink, Generation, Memory,
-    MemoryId, MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
+    MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
     MEMORY_COLUMNS, MemoryRow, decode_id, decode_list, decode_time, decode_vector, encode_id,
-    encode_list, encode_time,
 };
 use crate::db_err;
 use crate::schema::migrate;
-use crate::writes::{
-    check_signature, insert_edge, insert_entity, insert_event, insert_link, insert_memory,
-    insert_supersession,
-};
+use crate::writes::{check_signature, insert_memory, insert_supersession};
 
 pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
@@ -274,7 +266,7 @@ pub(crate) fn read_signature(conn: &Connection) -> StoreResult<Option<EmbeddingS
     .transpose()
 }
 
-fn query_memories(
+pub(crate) fn query_memories(
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
@@ -318,7 +310,8 @@ pub(crate) fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> St
     }
 }
 
-const ENTITY_COLUMNS: &str = "id, name, normalized_name, entity_type, aliases, created_at";
+pub(crate) const ENTITY_COLUMNS: &str =
+    "id, name, normalized_name, entity_type, aliases, created_at";
 
 pub(crate) fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
     Ok([
@@ -536,64 +529,6 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        let (user, event) = (user.to_owned(), event.clone());
-        self.write(move |tx| insert_event(tx, &user, &event)).await
-    }
-
-    async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        limit: usize,
-    ) -> StoreResult<Vec<TimelineEntry>> {
-        let user = user.to_owned();
-        let since = range.since.as_ref().map(encode_time);
-        let until = range.until.as_ref().map(encode_time);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |conn| {
-            let sql = format!(
-                "SELECT {MEMORY_COLUMNS}, e.event_time, e.actor, e.location, e.event_type
-                 FROM events e JOIN memories m ON m.id = e.memory_id
-                 WHERE e.user_id = ?1
-                   AND (?2 IS NULL OR e.event_time >= ?2)
-                   AND (?3 IS NULL OR e.event_time < ?3)
-                 ORDER BY e.event_time, m.seq
-                 LIMIT ?4"
-            );
-            let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![user, since, until, limit], |r| {
-                    Ok((
-                        MemoryRow::read(r, 0)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, Option<String>>(8)?,
-                        r.get::<_, Option<String>>(9)?,
-                        r.get::<_, Option<String>>(10)?,
-                    ))
-                })
-                .map_err(db_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err)?;
-            rows.into_iter()
-                .map(|(m, time, actor, location, event_type)| {
-                    let memory = m.decode()?;
-                    Ok(TimelineEntry {
-                        event: Event {
-                            memory_id: memory.id,
-                            event_time: decode_time(&time)?,
-                            actor,
-                            location,
-                            event_type,
-                        },
-                        memory,
-                    })
-                })
-                .collect()
-        })
-        .await
-    }
-
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         let (user, s) = (user.to_owned(), supersession.clone());
         self.write(move |tx| {
@@ -639,136 +574,6 @@ impl MemoryStore for SqliteStore {
                     })
                 })
                 .collect()
-        })
-        .await
-    }
-
-    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-        let (user, upsert) = (user.to_owned(), entity.clone());
-        self.write(
-            move |tx| match find_entity_by_keys(tx, &user, &upsert.keys())? {
-                Some(mut existing) => {
-                    if existing.merge(&upsert) {
-                        tx.execute(
-                            "UPDATE entities SET entity_type = ?1, aliases = ?2 WHERE id = ?3",
-                            params![
-                                existing.entity_type,
-                                encode_list(&existing.aliases),
-                                encode_id(&existing.id),
-                            ],
-                        )
-                        .map_err(db_err)?;
-                    }
-                    Ok(existing)
-                }
-                None => {
-                    let created = Entity::create(&upsert, now());
-                    insert_entity(tx, &user, &created)?;
-                    Ok(created)
-                }
-            },
-        )
-        .await
-    }
-
-    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        let (user, key) = (user.to_owned(), normalize_entity_name(name));
-        self.run(move |conn| find_entity_by_keys(conn, &user, &[key]))
-            .await
-    }
-
-    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        let (user, id) = (user.to_owned(), encode_id(id));
-        self.run(move |conn| {
-            let sql =
-                format!("SELECT {ENTITY_COLUMNS} FROM entities WHERE id = ?1 AND user_id = ?2");
-            conn.query_row(&sql, params![id, user], read_entity)
-                .optional()
-                .map_err(db_err)?
-                .map(decode_entity)
-                .transpose()
-        })
-        .await
-    }
-
-    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-        let (user, edge) = (user.to_owned(), edge.clone());
-        self.write(move |tx| insert_edge(tx, &user, &edge).map(|_| ()))
-            .await
-    }
-
-    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        let (user, id) = (user.to_owned(), encode_id(entity));
-        self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT source, target, label, memory_id, created_at FROM entity_edges
-                     WHERE user_id = ?1 AND (source = ?2 OR target = ?2)
-                     ORDER BY seq",
-                )
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![user, id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, String>(4)?,
-                    ))
-                })
-                .map_err(db_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err)?;
-            rows.into_iter()
-                .map(|(source, target, label, memory, at)| {
-                    Ok(EntityEdge {
-                        source: decode_id(&source)?,
-                        target: decode_id(&target)?,
-                        label,
-                        memory_id: memory.as_deref().map(decode_id).transpose()?,
-                        created_at: decode_time(&at)?,
-                    })
-                })
-                .collect()
-        })
-        .await
-    }
-
-    async fn link_entity(
-        &self,
-        user: &str,
-        memory_id: &MemoryId,
-        entity: &EntityId,
-        role: EntityRole,
-    ) -> StoreResult<()> {
-        let user = user.to_owned();
-        let link = EntityLink {
-            memory_id: *memory_id,
-            entity_id: *entity,
-            role,
-        };
-        self.write(move |tx| insert_link(tx, &user, &link).map(|_| ()))
-            .await
-    }
-
-    async fn entity_memories(
-        &self,
-        user: &str,
-        entity: &EntityId,
-        limit: usize,
-    ) -> StoreResult<Vec<Memory>> {
-        let (user, entity) = (user.to_owned(), encode_id(entity));
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |conn| {
-            let sql = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m
-                 WHERE m.user_id = ?1 AND {LIVE}
-                   AND EXISTS (SELECT 1 FROM memory_entities l
-                               WHERE l.memory_id = m.id AND l.entity_id = ?2)
-                 ORDER BY m.seq DESC LIMIT ?3"
-            );
-            query_memories(conn, &sql, params![user, entity, limit])
         })
         .await
     }

@@ -1,16 +1,19 @@
-//! The writes, each inside a caller's transaction: the `MemoryStore` methods run one per
-//! transaction, an import batch runs many in one.
+//! The writes, each inside a caller's transaction: the store methods run one per
+//! transaction, an extraction or an import batch runs many in one.
 
-use cortex_core::records::{Entity, EntityEdge, Event, Supersession};
+use cortex_core::memory::now;
+use cortex_core::records::{Entity, EntityEdge, EntityUpsert, Event, Supersession};
 use cortex_core::{
-    EmbeddingSignature, EntityLink, Imported, ImportedEntity, NewMemory, StoreError, StoreResult,
+    EmbeddingSignature, EntityLink, ExtractionRecords, Imported, ImportedEntity, NewMemory,
+    StoreError, StoreResult,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use crate::codec::{decode_id, encode_id, encode_list, encode_time, encode_vector};
 use crate::db_err;
 use crate::store::{
-    SIGNATURE_KEY, bump_generation, read_signature, require_entity, require_memory,
+    SIGNATURE_KEY, bump_generation, find_entity_by_keys, read_signature, require_entity,
+    require_memory,
 };
 
 /// Refuses a signature other than the store's; the first write records its own.
@@ -231,6 +234,68 @@ pub(crate) fn import_entity(
         outcome: Imported::Written,
         id: entity.id,
     })
+}
+
+/// The entity an upsert names (by normalised name or alias), with the upsert merged into
+/// it, or a new one.
+pub(crate) fn upsert_entity(
+    tx: &Transaction<'_>,
+    user: &str,
+    upsert: &EntityUpsert,
+) -> StoreResult<Entity> {
+    match find_entity_by_keys(tx, user, &upsert.keys())? {
+        Some(mut existing) => {
+            if existing.merge(upsert) {
+                tx.execute(
+                    "UPDATE entities SET entity_type = ?1, aliases = ?2 WHERE id = ?3",
+                    params![
+                        existing.entity_type,
+                        encode_list(&existing.aliases),
+                        encode_id(&existing.id),
+                    ],
+                )
+                .map_err(db_err)?;
+            }
+            Ok(existing)
+        }
+        None => {
+            let created = Entity::create(upsert, now());
+            insert_entity(tx, user, &created)?;
+            Ok(created)
+        }
+    }
+}
+
+/// One extraction's event, entities, links and edges, inside the caller's transaction.
+pub(crate) fn record_extraction(
+    tx: &Transaction<'_>,
+    user: &str,
+    records: &ExtractionRecords,
+) -> StoreResult<Vec<Entity>> {
+    records.check()?;
+    require_memory(tx, user, &records.memory_id)?;
+    if let Some(event) = &records.event {
+        insert_event(tx, user, event)?;
+    }
+    let entities = records
+        .entities
+        .iter()
+        .map(|e| upsert_entity(tx, user, e))
+        .collect::<StoreResult<Vec<Entity>>>()?;
+    let ids: Vec<_> = entities.iter().map(|e| e.id).collect();
+    let resolved = records.resolve(&ids)?;
+    for (entity_id, role) in resolved.links {
+        let link = EntityLink {
+            memory_id: records.memory_id,
+            entity_id,
+            role,
+        };
+        insert_link(tx, user, &link)?;
+    }
+    for edge in &resolved.edges {
+        insert_edge(tx, user, edge)?;
+    }
+    Ok(entities)
 }
 
 /// An edge; `false` when its (source, target, label) was there already.

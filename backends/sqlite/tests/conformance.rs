@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cortex_conformance::{
-    StoreFactory, TestStorage, conformance_suite, persistence_suite, transfer_suite,
+    StoreFactory, TestStorage, conformance_suite, enrichment_suite, transfer_suite,
 };
-use cortex_core::{MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
 use cortex_sqlite::SqliteStore;
 
 struct Sqlite;
@@ -35,6 +35,12 @@ impl TestStorage for SqliteFile {
         Arc::new(SqliteStore::open(&self.path).expect("open sqlite"))
     }
 
+    async fn connect_enrichment(&self) -> Option<Arc<dyn EnrichmentStore>> {
+        Some(Arc::new(
+            SqliteStore::open(&self.path).expect("open sqlite"),
+        ))
+    }
+
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
         Some(Arc::new(
             SqliteStore::open(&self.path).expect("open sqlite"),
@@ -43,5 +49,5 @@ impl TestStorage for SqliteFile {
 }
 
 conformance_suite!(Sqlite);
-persistence_suite!(Sqlite);
+enrichment_suite!(Sqlite);
 transfer_suite!(Sqlite);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
-use cortex_core::{MemoryId, MemoryKind};
+use cortex_core::{EnrichmentStore, MemoryId, MemoryKind};
 use cortex_mcp::{ServerConfig, build_engine};
 use serde_json::Value;
 
@@ -203,7 +203,8 @@ pub async fn seed(env: &Env) -> Seeded {
             .unwrap();
         ids.push(done.memory.id);
     }
-    let store = memory.store();
+    // The layers' records are written straight to the store, as an extraction would.
+    let store = cortex_mcp::engine::open_store(&config.storage).await.unwrap();
     let now = cortex_core::memory::now();
     store
         .supersede(

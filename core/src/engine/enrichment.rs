@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use super::CortexMemory;
+use crate::enrichment_store::{ExtractedEdge, ExtractedLink, ExtractionRecords};
 use crate::error::{ProviderError, StoreError};
 use crate::memory::{Memory, MemoryId, now};
 use crate::reader::ParseError;
@@ -13,7 +14,7 @@ use crate::reader::arbiter::{ArbiterCandidate, build_arbiter_prompt, parse_verdi
 use crate::reader::extraction::{
     Extraction, SELF_ENTITY, build_extraction_prompt, parse_extraction,
 };
-use crate::records::{EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession};
+use crate::records::{EntityRole, EntityUpsert, Event, Supersession};
 use crate::usage::CallKind;
 
 /// Why an enrichment step did not complete (the memory itself is stored regardless).
@@ -22,6 +23,8 @@ use crate::usage::CallKind;
 pub enum EnrichmentError {
     #[error("no LLM provider is configured for this layer")]
     NoLlm,
+    #[error("the store keeps no enrichment records (no enrichment store is configured)")]
+    NoStore,
     #[error("the model call timed out")]
     Timeout,
     #[error(transparent)]
@@ -105,8 +108,11 @@ impl CortexMemory {
         Ok(stale)
     }
 
-    /// One extraction call for the episodic event and the graph facts together.
+    /// One extraction call for the episodic event and the graph facts together, written in
+    /// one transaction: a failure leaves no partial graph.
     pub(super) async fn extract(&self, memory: &Memory) -> Result<(), EnrichmentError> {
+        // Checked before the model call, which would be wasted without a place to write.
+        let store = self.enrichment.as_ref().ok_or(EnrichmentError::NoStore)?;
         let layers = self.config.layers;
         let prompt = build_extraction_prompt(
             &memory.content,
@@ -115,89 +121,92 @@ impl CortexMemory {
             layers.graph,
         );
         let extraction = parse_extraction(&self.generate(&prompt).await?)?;
+        let mut records = ExtractionRecords::new(memory.id);
         if layers.episodic
             && let Some(event) = &extraction.event
         {
-            let record = Event {
+            records.event = Some(Event {
                 memory_id: memory.id,
                 event_time: event.event_time,
                 actor: event.actor.clone(),
                 location: event.location.clone(),
                 event_type: event.event_type.clone(),
-            };
-            self.store.add_event(&memory.user_id, &record).await?;
+            });
         }
         if layers.graph {
-            self.record_graph(memory, &extraction).await?;
+            graph_records(&extraction, &mut records);
+        }
+        if !records.is_empty() {
+            store.record_extraction(&memory.user_id, &records).await?;
         }
         Ok(())
     }
+}
 
-    /// Upserts the entities (the user as the synthetic `self` node), links the memory to
-    /// its subject and mentions, and adds the relationships read from it.
-    async fn record_graph(&self, memory: &Memory, x: &Extraction) -> Result<(), EnrichmentError> {
-        let user = &memory.user_id;
-        let mut ids: HashMap<String, EntityId> = HashMap::new();
-        let mut upserts: Vec<EntityUpsert> = x
-            .entities
-            .iter()
-            .map(|e| EntityUpsert {
-                name: e.name.clone(),
-                entity_type: e.entity_type.clone(),
-                aliases: e.aliases.clone(),
-            })
-            .collect();
-        // Subjects and relationship ends the model did not list as entities still get
-        // nodes, so no fact is dropped.
-        let named = x
-            .subject
-            .iter()
-            .chain(x.relationships.iter().flat_map(|r| [&r.source, &r.target]));
-        for name in named {
-            upserts.push(EntityUpsert {
-                name: name.clone(),
-                ..EntityUpsert::default()
-            });
+/// The entities (the user as the synthetic `self` node), the memory's links to its subject
+/// and mentions, and the relationships read from it.
+fn graph_records(x: &Extraction, records: &mut ExtractionRecords) {
+    let mut upserts: Vec<EntityUpsert> = x
+        .entities
+        .iter()
+        .map(|e| EntityUpsert {
+            name: e.name.clone(),
+            entity_type: e.entity_type.clone(),
+            aliases: e.aliases.clone(),
+        })
+        .collect();
+    // Subjects and relationship ends the model did not list as entities still get nodes,
+    // so no fact is dropped.
+    let named = x
+        .subject
+        .iter()
+        .chain(x.relationships.iter().flat_map(|r| [&r.source, &r.target]));
+    for name in named {
+        upserts.push(EntityUpsert {
+            name: name.clone(),
+            ..EntityUpsert::default()
+        });
+    }
+    let mut position: HashMap<String, usize> = HashMap::new();
+    for upsert in upserts {
+        if upsert.keys().is_empty() || position.contains_key(&upsert.name) {
+            continue;
         }
-        for upsert in &upserts {
-            if upsert.keys().is_empty() || ids.contains_key(&upsert.name) {
-                continue;
+        position.insert(upsert.name.clone(), records.entities.len());
+        records.entities.push(if upsert.name == SELF_ENTITY {
+            EntityUpsert {
+                entity_type: Some("self".into()),
+                ..upsert
             }
-            let upsert = if upsert.name == SELF_ENTITY {
-                EntityUpsert {
-                    entity_type: Some("self".into()),
-                    ..upsert.clone()
-                }
-            } else {
-                upsert.clone()
-            };
-            let entity = self.store.upsert_entity(user, &upsert).await?;
-            ids.insert(upsert.name.clone(), entity.id);
-        }
-        let subject = x.subject.as_ref().and_then(|s| ids.get(s)).copied();
-        if let Some(subject) = subject {
-            self.store
-                .link_entity(user, &memory.id, &subject, EntityRole::Subject)
-                .await?;
-        }
-        for id in ids.values().filter(|id| Some(**id) != subject) {
-            self.store
-                .link_entity(user, &memory.id, id, EntityRole::Mention)
-                .await?;
-        }
-        for r in &x.relationships {
-            let (Some(source), Some(target)) = (ids.get(&r.source), ids.get(&r.target)) else {
-                continue;
-            };
-            let edge = EntityEdge {
-                source: *source,
-                target: *target,
-                label: r.label.clone(),
-                memory_id: Some(memory.id),
-                created_at: now(),
-            };
-            self.store.add_edge(user, &edge).await?;
-        }
-        Ok(())
+        } else {
+            upsert
+        });
+    }
+    let subject = x.subject.as_ref().and_then(|s| position.get(s)).copied();
+    // The subject's link comes first: a mention that resolves to the same entity (an
+    // alias) is then not linked again.
+    if let Some(entity) = subject {
+        records.links.push(ExtractedLink {
+            entity,
+            role: EntityRole::Subject,
+        });
+    }
+    for entity in (0..records.entities.len()).filter(|p| Some(*p) != subject) {
+        records.links.push(ExtractedLink {
+            entity,
+            role: EntityRole::Mention,
+        });
+    }
+    for r in &x.relationships {
+        let (Some(&source), Some(&target)) = (position.get(&r.source), position.get(&r.target))
+        else {
+            continue;
+        };
+        records.edges.push(ExtractedEdge {
+            source,
+            target,
+            label: r.label.clone(),
+            created_at: now(),
+        });
     }
 }

@@ -2,6 +2,7 @@
 
 mod enrichment;
 mod history;
+mod layer_reads;
 
 pub use enrichment::EnrichmentError;
 pub use history::HistoryEntry;
@@ -16,8 +17,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 use uuid::Uuid;
 
-use crate::dossier::{Direction, Dossier, Relationship};
 use crate::embedding::validate_embedding;
+use crate::enrichment_store::EnrichmentStore;
 use crate::error::{CortexError, EmbeddingProblem, Result};
 use crate::hybrid::{ScoredMemory, hybrid_retrieve};
 use crate::index::MemoryIndex;
@@ -27,8 +28,6 @@ use crate::memory::{
 };
 use crate::profile::Tier;
 use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
-use crate::reader::extraction::canonical_entity_name;
-use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
 use crate::reranker::{RerankHit, Reranker};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
@@ -143,6 +142,9 @@ type IndexSlot = Arc<RwLock<Option<BuiltIndex>>>;
 #[derive(Debug)]
 pub struct CortexMemory {
     store: Arc<dyn MemoryStore>,
+    /// The layers' records, given only when a layer needs them: recall has no way to
+    /// read them.
+    enrichment: Option<Arc<dyn EnrichmentStore>>,
     embedder: Arc<dyn LLMProvider>,
     config: EngineConfig,
     /// The store's signature once known; it never changes after the first write.
@@ -169,6 +171,7 @@ impl CortexMemory {
     ) -> Self {
         Self {
             store,
+            enrichment: None,
             embedder,
             config,
             stored_signature: OnceLock::new(),
@@ -192,6 +195,14 @@ impl CortexMemory {
     /// returned the RRF order instead).
     pub fn rerank_failures(&self) -> u64 {
         self.rerank_failures.load(Ordering::Relaxed)
+    }
+
+    /// Sets where the episodic and graph layers keep their records (usually the same
+    /// backend as the memories); without it those layers count a failure per memory and
+    /// their reads answer that the store keeps no such records.
+    pub fn with_enrichment(mut self, store: Arc<dyn EnrichmentStore>) -> Self {
+        self.enrichment = Some(store);
+        self
     }
 
     /// Sets the model the extraction and arbiter calls use.
@@ -461,77 +472,6 @@ impl CortexMemory {
         })
         .await;
         Ok(id)
-    }
-
-    /// Dated events in `range`, oldest first, with their memories. Needs the episodic layer.
-    pub async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        limit: usize,
-    ) -> Result<Vec<TimelineEntry>> {
-        validate_user(user)?;
-        check_limit("limit", limit)?;
-        if !self.config.layers.episodic {
-            return Err(CortexError::LayerDisabled {
-                layer: "episodic",
-                variable: "CORTEX_EPISODIC",
-            });
-        }
-        if let (Some(since), Some(until)) = (range.since, range.until)
-            && since > until
-        {
-            return Err(CortexError::invalid("since", "must not be after until"));
-        }
-        Ok(self.store.timeline(user, range, limit).await?)
-    }
-
-    /// What the entity graph holds about `entity` (found by name or alias): its
-    /// relationships both ways and its linked memories, newest first, at most `limit`.
-    /// A keyed read: no embed and no model call. Needs the graph layer.
-    pub async fn recall_about(&self, user: &str, entity: &str, limit: usize) -> Result<Dossier> {
-        validate_user(user)?;
-        check_limit("limit", limit)?;
-        if !self.config.layers.graph {
-            return Err(CortexError::LayerDisabled {
-                layer: "graph",
-                variable: "CORTEX_GRAPH",
-            });
-        }
-        if normalize_entity_name(entity).is_empty() {
-            return Err(CortexError::invalid("entity", "must not be empty"));
-        }
-        // "I", "me", "my" name the user's own node, as extraction records it.
-        let name = canonical_entity_name(entity);
-        let found =
-            self.store
-                .find_entity(user, &name)
-                .await?
-                .ok_or_else(|| CortexError::NotFound {
-                    id: entity.trim().to_owned(),
-                })?;
-        let mut relationships = Vec::new();
-        for edge in self.store.edges(user, &found.id).await? {
-            let (direction, other_id) = if edge.source == found.id {
-                (Direction::Out, edge.target)
-            } else {
-                (Direction::In, edge.source)
-            };
-            // An edge's endpoints belong to the user; a missing one was deleted under us.
-            if let Some(other) = self.store.entity(user, &other_id).await? {
-                relationships.push(Relationship {
-                    label: edge.label,
-                    direction,
-                    other,
-                });
-            }
-        }
-        let memories = self.store.entity_memories(user, &found.id, limit).await?;
-        Ok(Dossier {
-            entity: found,
-            relationships,
-            memories,
-        })
     }
 
     /// The full id a caller's id or prefix names.

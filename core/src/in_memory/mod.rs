@@ -8,15 +8,13 @@ use async_trait::async_trait;
 use crate::error::StoreError;
 use crate::index::MemoryIndex;
 use crate::memory::{Memory, MemoryId, NewMemory};
-use crate::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry, normalize_entity_name,
-};
+use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
 use crate::store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, StoreResult,
 };
 
+mod enrichment;
 mod transfer;
 
 /// A [`MemoryStore`] held in a mutex: the behaviour every other backend is held to.
@@ -213,38 +211,6 @@ impl MemoryStore for InMemoryStore {
         })
     }
 
-    async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        self.with_user_mut(user, |d| {
-            d.require_memory(&event.memory_id)?;
-            d.events.push(event.clone());
-            Ok(())
-        })
-    }
-
-    async fn timeline(
-        &self,
-        user: &str,
-        range: &TimeRange,
-        limit: usize,
-    ) -> StoreResult<Vec<TimelineEntry>> {
-        Ok(self.with_user(user, |d| {
-            let mut entries: Vec<TimelineEntry> = d
-                .events
-                .iter()
-                .filter(|e| range.contains(e.event_time))
-                .filter_map(|e| {
-                    Some(TimelineEntry {
-                        event: e.clone(),
-                        memory: d.memory(&e.memory_id)?.clone(),
-                    })
-                })
-                .collect();
-            entries.sort_by_key(|t| (t.event.event_time, t.memory.seq));
-            entries.truncate(limit);
-            entries
-        }))
-    }
-
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         self.with_user_mut(user, |d| {
             d.require_memory(&supersession.old_id)?;
@@ -264,105 +230,6 @@ impl MemoryStore for InMemoryStore {
                 .iter()
                 .filter(|s| &s.old_id == memory_id || &s.new_id == memory_id)
                 .cloned()
-                .collect()
-        }))
-    }
-
-    async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-        let keys = entity.keys();
-        Ok(self.with_user_mut(user, |d| {
-            // Keys in order (name first, then aliases), oldest entity first within a key,
-            // as the SQL backends resolve them.
-            let position = keys
-                .iter()
-                .find_map(|k| d.entities.iter().position(|e| e.answers_to(k)));
-            let found = position.map(|i| &mut d.entities[i]);
-            match found {
-                Some(existing) => {
-                    existing.merge(entity);
-                    existing.clone()
-                }
-                None => {
-                    let created = Entity::create(entity, crate::memory::now());
-                    d.entities.push(created.clone());
-                    created
-                }
-            }
-        }))
-    }
-
-    async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        let key = normalize_entity_name(name);
-        Ok(self.with_user(user, |d| {
-            d.entities.iter().find(|e| e.answers_to(&key)).cloned()
-        }))
-    }
-
-    async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        Ok(self.with_user(user, |d| d.entities.iter().find(|e| &e.id == id).cloned()))
-    }
-
-    async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-        self.with_user_mut(user, |d| {
-            d.require_entity(&edge.source)?;
-            d.require_entity(&edge.target)?;
-            if let Some(m) = &edge.memory_id {
-                d.require_memory(m)?;
-            }
-            let exists = d.edges.iter().any(|e| {
-                e.source == edge.source && e.target == edge.target && e.label == edge.label
-            });
-            if !exists {
-                d.edges.push(edge.clone());
-            }
-            Ok(())
-        })
-    }
-
-    async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        Ok(self.with_user(user, |d| {
-            d.edges
-                .iter()
-                .filter(|e| &e.source == entity || &e.target == entity)
-                .cloned()
-                .collect()
-        }))
-    }
-
-    async fn link_entity(
-        &self,
-        user: &str,
-        memory_id: &MemoryId,
-        entity: &EntityId,
-        role: EntityRole,
-    ) -> StoreResult<()> {
-        self.with_user_mut(user, |d| {
-            d.require_memory(memory_id)?;
-            d.require_entity(entity)?;
-            let link = (*memory_id, *entity, role);
-            if !d.links.contains(&link) {
-                d.links.push(link);
-            }
-            Ok(())
-        })
-    }
-
-    async fn entity_memories(
-        &self,
-        user: &str,
-        entity: &EntityId,
-        limit: usize,
-    ) -> StoreResult<Vec<Memory>> {
-        Ok(self.with_user(user, |d| {
-            d.live()
-                .rev()
-                .filter(|(m, _)| {
-                    d.links
-                        .iter()
-                        .any(|(mid, eid, _)| mid == &m.id && eid == entity)
-                })
-                .take(limit)
-                .map(|(m, _)| m.clone())
                 .collect()
         }))
     }

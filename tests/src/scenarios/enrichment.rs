@@ -2,10 +2,12 @@
 
 use chrono::{DateTime, Utc};
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession, TimeRange};
-use cortex_core::{MemoryStore, StoreError};
+use cortex_core::{
+    EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, MemoryStore, StoreError,
+};
 
 use crate::StoreFactory;
-use crate::support::{engine, remember_all, user};
+use crate::support::{engine, records, remember_all, user};
 
 fn at(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
@@ -47,6 +49,7 @@ fn edge(
 pub async fn events_timeline_range_and_order(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = storage.connect().await;
+    let records = records(&*storage).await;
     let (engine, _) = engine(store.clone());
     let u = user("timeline");
     let m = remember_all(
@@ -60,24 +63,24 @@ pub async fn events_timeline_range_and_order(factory: &dyn StoreFactory) {
         ],
     )
     .await;
-    store
+    records
         .add_event(&u, &event(m[0].id, "2024-03-05T10:00:00Z"))
         .await
         .unwrap();
-    store
+    records
         .add_event(&u, &event(m[1].id, "2024-01-05T10:00:00Z"))
         .await
         .unwrap();
-    store
+    records
         .add_event(&u, &event(m[2].id, "2024-02-05T10:00:00Z"))
         .await
         .unwrap();
-    store
+    records
         .add_event(&u, &event(m[3].id, "2024-02-05T10:00:00Z"))
         .await
         .unwrap();
 
-    let all = store
+    let all = records
         .timeline(&u, &TimeRange::default(), 100)
         .await
         .unwrap();
@@ -97,9 +100,9 @@ pub async fn events_timeline_range_and_order(factory: &dyn StoreFactory) {
         since: Some(at("2024-02-01T00:00:00Z")),
         until: Some(at("2024-03-05T10:00:00Z")),
     };
-    let got = store.timeline(&u, &feb, 100).await.unwrap();
+    let got = records.timeline(&u, &feb, 100).await.unwrap();
     assert_eq!(got.len(), 2, "since inclusive, until exclusive");
-    let got = store
+    let got = records
         .timeline(
             &u,
             &TimeRange {
@@ -115,26 +118,26 @@ pub async fn events_timeline_range_and_order(factory: &dyn StoreFactory) {
 
     let missing = event(uuid::Uuid::new_v4(), "2024-01-01T00:00:00Z");
     assert!(matches!(
-        store.add_event(&u, &missing).await,
+        records.add_event(&u, &missing).await,
         Err(StoreError::MissingReference(_))
     ));
 }
 
 pub async fn entity_upsert_is_idempotent(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
-    let store = storage.connect().await;
+    let records = records(&*storage).await;
     let u = user("entities");
-    let first = store
+    let first = records
         .upsert_entity(&u, &upsert("Ada Lovelace", &[]))
         .await
         .unwrap();
     assert_eq!(first.normalized_name, "ada lovelace");
-    let again = store
+    let again = records
         .upsert_entity(&u, &upsert("  ada   LOVELACE ", &[]))
         .await
         .unwrap();
     assert_eq!(again, first, "same entity, nothing changed");
-    let merged = store
+    let merged = records
         .upsert_entity(
             &u,
             &EntityUpsert {
@@ -148,18 +151,18 @@ pub async fn entity_upsert_is_idempotent(factory: &dyn StoreFactory) {
     assert_eq!(merged.aliases, ["ada", "countess of lovelace"]);
     assert_eq!(merged.entity_type.as_deref(), Some("person"));
     // Found by an alias, in any case and spacing.
-    let by_alias = store.find_entity(&u, " ADA ").await.unwrap().unwrap();
+    let by_alias = records.find_entity(&u, " ADA ").await.unwrap().unwrap();
     assert_eq!(by_alias, merged);
-    let via_alias = store.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    let via_alias = records.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
     assert_eq!(via_alias.id, first.id);
     assert!(
-        store
+        records
             .find_entity(&u, "Charles Babbage")
             .await
             .unwrap()
             .is_none()
     );
-    let other = store
+    let other = records
         .upsert_entity(&u, &upsert("Charles Babbage", &[]))
         .await
         .unwrap();
@@ -169,6 +172,7 @@ pub async fn entity_upsert_is_idempotent(factory: &dyn StoreFactory) {
 pub async fn edges_and_links(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = storage.connect().await;
+    let records = records(&*storage).await;
     let (engine, _) = engine(store.clone());
     let u = user("graph");
     let m = remember_all(
@@ -177,33 +181,33 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
         &["Ada works with Charles", "Ada wrote notes", "Unrelated"],
     )
     .await;
-    let ada = store.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
-    let charles = store
+    let ada = records.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    let charles = records
         .upsert_entity(&u, &upsert("Charles", &[]))
         .await
         .unwrap();
-    let notes = store
+    let notes = records
         .upsert_entity(&u, &upsert("The Notes", &[]))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(ada.id, charles.id, "works_with", Some(m[0].id)))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(ada.id, charles.id, "works_with", Some(m[0].id)))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(ada.id, notes.id, "wrote", Some(m[1].id)))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(charles.id, ada.id, "mentors", None))
         .await
         .unwrap();
 
-    let ada_edges = store.edges(&u, &ada.id).await.unwrap();
+    let ada_edges = records.edges(&u, &ada.id).await.unwrap();
     let labels: Vec<(&str, bool)> = ada_edges
         .iter()
         .map(|e| (e.label.as_str(), e.source == ada.id))
@@ -213,38 +217,38 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
         [("works_with", true), ("wrote", true), ("mentors", false)],
         "out and in, oldest first, no duplicate"
     );
-    assert_eq!(store.edges(&u, &notes.id).await.unwrap().len(), 1);
+    assert_eq!(records.edges(&u, &notes.id).await.unwrap().len(), 1);
     assert_eq!(
-        store.entity(&u, &charles.id).await.unwrap(),
+        records.entity(&u, &charles.id).await.unwrap(),
         Some(charles.clone())
     );
-    assert_eq!(store.entity(&u, &uuid::Uuid::new_v4()).await.unwrap(), None);
+    assert_eq!(records.entity(&u, &uuid::Uuid::new_v4()).await.unwrap(), None);
 
-    store
+    records
         .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[0].id, &charles.id, EntityRole::Mention)
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[1].id, &ada.id, EntityRole::Subject)
         .await
         .unwrap();
-    let ada_memories = store.entity_memories(&u, &ada.id, 10).await.unwrap();
+    let ada_memories = records.entity_memories(&u, &ada.id, 10).await.unwrap();
     let ids: Vec<_> = ada_memories.iter().map(|x| x.id).collect();
     assert_eq!(ids, [m[1].id, m[0].id], "newest first, each once");
     assert_eq!(
-        store.entity_memories(&u, &ada.id, 1).await.unwrap().len(),
+        records.entity_memories(&u, &ada.id, 1).await.unwrap().len(),
         1
     );
     assert_eq!(
-        store
+        records
             .entity_memories(&u, &charles.id, 10)
             .await
             .unwrap()
@@ -254,19 +258,19 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
 
     let ghost = uuid::Uuid::new_v4();
     assert!(matches!(
-        store
+        records
             .link_entity(&u, &ghost, &ada.id, EntityRole::Mention)
             .await,
         Err(StoreError::MissingReference(_))
     ));
     assert!(matches!(
-        store
+        records
             .link_entity(&u, &m[2].id, &ghost, EntityRole::Mention)
             .await,
         Err(StoreError::MissingReference(_))
     ));
     assert!(matches!(
-        store.add_edge(&u, &edge(ada.id, ghost, "x", None)).await,
+        records.add_edge(&u, &edge(ada.id, ghost, "x", None)).await,
         Err(StoreError::MissingReference(_))
     ));
 }
@@ -341,44 +345,45 @@ pub async fn supersession_hides_and_forget_restores(factory: &dyn StoreFactory) 
 pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = storage.connect().await;
+    let records = records(&*storage).await;
     let (engine, _) = engine(store.clone());
     let u = user("cascade");
     let m = remember_all(&engine, &u, &["met Dana in Lisbon", "Dana likes jazz"]).await;
-    let dana = store.upsert_entity(&u, &upsert("Dana", &[])).await.unwrap();
-    let lisbon = store
+    let dana = records.upsert_entity(&u, &upsert("Dana", &[])).await.unwrap();
+    let lisbon = records
         .upsert_entity(&u, &upsert("Lisbon", &[]))
         .await
         .unwrap();
-    store
+    records
         .add_event(&u, &event(m[0].id, "2024-05-01T12:00:00Z"))
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[0].id, &dana.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[1].id, &dana.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(dana.id, lisbon.id, "visited", Some(m[0].id)))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(dana.id, lisbon.id, "likes", Some(m[1].id)))
         .await
         .unwrap();
 
     engine.forget(&u, &m[0].id.to_string()).await.unwrap();
     assert!(
-        store
+        records
             .timeline(&u, &TimeRange::default(), 10)
             .await
             .unwrap()
             .is_empty()
     );
-    let left: Vec<_> = store
+    let left: Vec<_> = records
         .entity_memories(&u, &dana.id, 10)
         .await
         .unwrap()
@@ -386,7 +391,7 @@ pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
         .map(|x| x.id)
         .collect();
     assert_eq!(left, [m[1].id]);
-    let labels: Vec<String> = store
+    let labels: Vec<String> = records
         .edges(&u, &dana.id)
         .await
         .unwrap()
@@ -399,7 +404,7 @@ pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
         "edges read from the forgotten memory go with it"
     );
     assert!(
-        store.find_entity(&u, "dana").await.unwrap().is_some(),
+        records.find_entity(&u, "dana").await.unwrap().is_some(),
         "entities stay"
     );
 }
@@ -407,41 +412,42 @@ pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
 pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = storage.connect().await;
+    let records = records(&*storage).await;
     let (engine, _) = engine(store.clone());
     let (a, b) = (user("enrich-a"), user("enrich-b"));
     let ma = remember_all(&engine, &a, &["a's memory", "a's newer"]).await;
     let mb = remember_all(&engine, &b, &["b's memory"]).await;
-    let ent = store
+    let ent = records
         .upsert_entity(&a, &upsert("Shared Name", &[]))
         .await
         .unwrap();
-    store
+    records
         .add_event(&a, &event(ma[0].id, "2024-01-01T00:00:00Z"))
         .await
         .unwrap();
-    store
+    records
         .link_entity(&a, &ma[0].id, &ent.id, EntityRole::Subject)
         .await
         .unwrap();
 
     assert!(
-        store
+        records
             .timeline(&b, &TimeRange::default(), 10)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
-        store
+        records
             .find_entity(&b, "shared name")
             .await
             .unwrap()
             .is_none()
     );
-    assert!(store.edges(&b, &ent.id).await.unwrap().is_empty());
-    assert!(store.entity(&b, &ent.id).await.unwrap().is_none());
+    assert!(records.edges(&b, &ent.id).await.unwrap().is_empty());
+    assert!(records.entity(&b, &ent.id).await.unwrap().is_none());
     assert!(
-        store
+        records
             .entity_memories(&b, &ent.id, 10)
             .await
             .unwrap()
@@ -449,13 +455,13 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
     );
     // B cannot write against A's records.
     assert!(matches!(
-        store
+        records
             .add_event(&b, &event(ma[0].id, "2024-01-01T00:00:00Z"))
             .await,
         Err(StoreError::MissingReference(_))
     ));
     assert!(matches!(
-        store
+        records
             .link_entity(&b, &ma[0].id, &ent.id, EntityRole::Mention)
             .await,
         Err(StoreError::MissingReference(_))
@@ -476,7 +482,7 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
     ));
     assert!(store.supersessions(&b, &ma[0].id).await.unwrap().is_empty());
     // B's own entity of the same name is a different node.
-    let b_ent = store
+    let b_ent = records
         .upsert_entity(&b, &upsert("shared name", &[]))
         .await
         .unwrap();
@@ -493,6 +499,7 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
 
     let storage = factory.create().await;
     let store = storage.connect().await;
+    let records = records(&*storage).await;
     let (off, _) = engine(store.clone());
     let u = user("reads");
     assert!(matches!(
@@ -519,7 +526,8 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
         },
         ..EngineConfig::default()
     };
-    let on = CortexMemory::with_config(store.clone(), fake.clone(), config);
+    let on = CortexMemory::with_config(store.clone(), fake.clone(), config)
+        .with_enrichment(records.clone());
     let m = remember_all(
         &on,
         &u,
@@ -527,32 +535,32 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
     )
     .await;
     let calls = fake.embed_calls();
-    let dana = store
+    let dana = records
         .upsert_entity(&u, &upsert("Dana Scully", &["Dana"]))
         .await
         .unwrap();
-    let lisbon = store
+    let lisbon = records
         .upsert_entity(&u, &upsert("Lisbon team", &[]))
         .await
         .unwrap();
-    let me = store.upsert_entity(&u, &upsert("self", &[])).await.unwrap();
-    store
+    let me = records.upsert_entity(&u, &upsert("self", &[])).await.unwrap();
+    records
         .add_edge(&u, &edge(dana.id, lisbon.id, "leads", Some(m[1].id)))
         .await
         .unwrap();
-    store
+    records
         .add_edge(&u, &edge(me.id, dana.id, "manages", None))
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[0].id, &dana.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .link_entity(&u, &m[1].id, &dana.id, EntityRole::Subject)
         .await
         .unwrap();
-    store
+    records
         .add_event(&u, &event(m[0].id, "2024-05-01T09:00:00Z"))
         .await
         .unwrap();
@@ -606,4 +614,114 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
         "keyed reads make no provider call"
     );
     assert_eq!(fake.generate_calls(), 0);
+}
+
+/// One extraction's event, entities, links and edges are written in one transaction: a
+/// refused record (an edge to an entity the extraction lacks, a memory that is gone)
+/// leaves nothing behind, and a good one is all there.
+pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let records = records(&*storage).await;
+    let (engine, _) = engine(store.clone());
+    let u = user("whole");
+    let m = remember_all(&engine, &u, &["Ada met Bea in Paris"]).await;
+    let good = ExtractionRecords {
+        memory_id: m[0].id,
+        event: Some(event(m[0].id, "2024-05-01T09:00:00Z")),
+        entities: vec![upsert("Ada", &["Ada L."]), upsert("Bea", &[]), upsert("ada", &[])],
+        links: vec![
+            ExtractedLink {
+                entity: 0,
+                role: EntityRole::Subject,
+            },
+            ExtractedLink {
+                entity: 1,
+                role: EntityRole::Mention,
+            },
+            // "ada" is Ada again: linked once, as the subject.
+            ExtractedLink {
+                entity: 2,
+                role: EntityRole::Mention,
+            },
+        ],
+        edges: vec![ExtractedEdge {
+            source: 0,
+            target: 1,
+            label: "met".into(),
+            created_at: Utc::now(),
+        }],
+    };
+
+    // Refused before anything is written: a position out of range, a foreign event, a
+    // memory the user does not have.
+    let mut bad_edge = good.clone();
+    bad_edge.edges[0].target = 7;
+    let mut foreign_event = good.clone();
+    foreign_event.event = Some(event(uuid::Uuid::new_v4(), "2024-05-01T09:00:00Z"));
+    let mut missing_memory = good.clone();
+    missing_memory.memory_id = uuid::Uuid::new_v4();
+    missing_memory.event = None;
+    for (what, bad) in [
+        ("bad edge", &bad_edge),
+        ("foreign event", &foreign_event),
+        ("missing memory", &missing_memory),
+    ] {
+        let refused = records.record_extraction(&u, bad).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::InvalidRecord(_) | StoreError::MissingReference(_))
+            ),
+            "{what}: {refused:?}"
+        );
+        assert!(
+            records
+                .timeline(&u, &TimeRange::default(), 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{what}: no event"
+        );
+        assert_eq!(records.find_entity(&u, "Ada").await.unwrap(), None, "{what}: no entity");
+        assert_eq!(records.find_entity(&u, "Bea").await.unwrap(), None, "{what}: no entity");
+    }
+
+    // Another user's memory is as missing as no memory: nothing is written for either.
+    let other = user("whole-other");
+    let refused = records.record_extraction(&other, &good).await;
+    assert!(matches!(refused, Err(StoreError::MissingReference(_))), "{refused:?}");
+    assert_eq!(records.find_entity(&other, "Ada").await.unwrap(), None);
+
+    let entities = records.record_extraction(&u, &good).await.unwrap();
+    assert_eq!(entities.len(), 3);
+    assert_eq!(entities[0].id, entities[2].id, "\"ada\" resolves to Ada");
+    let (ada, bea) = (&entities[0], &entities[1]);
+    let timeline = records.timeline(&u, &TimeRange::default(), 10).await.unwrap();
+    assert_eq!(timeline.len(), 1);
+    assert_eq!(timeline[0].memory.id, m[0].id);
+    let edges = records.edges(&u, &ada.id).await.unwrap();
+    assert_eq!(edges.len(), 1);
+    assert_eq!(
+        (edges[0].source, edges[0].target, edges[0].label.as_str(), edges[0].memory_id),
+        (ada.id, bea.id, "met", Some(m[0].id))
+    );
+    for entity in [ada, bea] {
+        let linked = records.entity_memories(&u, &entity.id, 10).await.unwrap();
+        assert_eq!(linked.iter().map(|m| m.id).collect::<Vec<_>>(), [m[0].id]);
+    }
+    assert_eq!(
+        records.find_entity(&u, "ada l.").await.unwrap().map(|e| e.id),
+        Some(ada.id)
+    );
+    // Forgetting the memory takes its extraction with it; the entities stay.
+    engine.forget(&u, &m[0].id.to_string()).await.unwrap();
+    assert!(records.edges(&u, &ada.id).await.unwrap().is_empty());
+    assert!(
+        records
+            .timeline(&u, &TimeRange::default(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cortex_core::{MemoryKind, MemoryStore};
 
 use crate::StoreFactory;
-use crate::support::{engine, remember_all, user};
+use crate::support::{applies, engine, remember_all, user};
 
 /// Every field written comes back unchanged, through get, list and recall.
 pub async fn round_trip_every_field(factory: &dyn StoreFactory) {
@@ -163,6 +163,10 @@ pub async fn concurrent_memorize_keeps_every_memory(factory: &dyn StoreFactory) 
 /// Everything written is there after every handle is dropped and the store reopened.
 pub async fn survives_close_and_reopen(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
+    let persistent = storage.connect().await.capabilities().persistent;
+    if !applies("survives_close_and_reopen", "persistent", persistent) {
+        return;
+    }
     let u = user("persist");
     let (written, before) = {
         let store: Arc<dyn MemoryStore> = storage.connect().await;

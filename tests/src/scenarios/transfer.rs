@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chrono::Utc;
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
 use cortex_core::{
-    EmbeddingSignature, EntityLink, Imported, MemoryKind, NewMemory, Record, RecordKind,
-    StoredMemory, Switch, TransferStore,
+    EmbeddingSignature, EnrichmentStore, EntityLink, Imported, MemoryKind, NewMemory, Record,
+    RecordKind, StoredMemory, Switch, TransferStore,
 };
 
 use crate::support::{DIM, engine, remember_all, user};

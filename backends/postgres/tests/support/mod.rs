@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use cortex_conformance::{StoreFactory, TestStorage, in_ci};
-use cortex_core::{MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use tokio::sync::OnceCell;
 
@@ -192,6 +192,10 @@ impl TestSchema {
 impl TestStorage for TestSchema {
     async fn connect(&self) -> Arc<dyn MemoryStore> {
         Arc::new(self.store().await)
+    }
+
+    async fn connect_enrichment(&self) -> Option<Arc<dyn EnrichmentStore>> {
+        Some(Arc::new(self.store().await))
     }
 
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
