@@ -639,7 +639,6 @@ fn seed(db: &Path) -> Vec<String> {
                 .unwrap();
             ids.push(m.memory.id);
         }
-        use cortex_core::MemoryStore;
         store
             .add_event(
                 USER,

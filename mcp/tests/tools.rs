@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event};
-use cortex_core::{CortexMemory, EngineConfig, EnrichmentStore, Layers, MemoryKind, MemoryStore};
+use cortex_core::{CortexMemory, EngineConfig, EnrichmentStore, Layers, MemoryKind};
 use cortex_mcp::{CortexServer, Engine, EngineError, LazyEngine, ServerConfig, build_engine};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;

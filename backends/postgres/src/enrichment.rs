@@ -2,13 +2,13 @@
 //! [`EnrichmentStore`] over them. Supersessions
 //! live in the store, since they change the live set and the BM25 statistics.
 
+use async_trait::async_trait;
 use cortex_core::StoreError;
 use cortex_core::memory::now;
 use cortex_core::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
     TimelineEntry, normalize_entity_name,
 };
-use async_trait::async_trait;
 use cortex_core::{EnrichmentStore, ExtractionRecords, Memory, MemoryId, StoreResult};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, OnConflict, Order, Query};
@@ -17,8 +17,8 @@ use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
 use crate::pg_err;
 use crate::pool::Connections;
 use crate::schema::{Names, lock_key};
-use crate::store::PostgresStore;
 use crate::sql::{self, build, get, is_foreign_key_violation, limit, row_opt, rows, sea_err};
+use crate::store::PostgresStore;
 
 async fn exists<C: GenericClient>(
     client: &C,
@@ -602,9 +602,16 @@ impl EnrichmentStore for PostgresStore {
         entity: &EntityId,
         role: EntityRole,
     ) -> StoreResult<()> {
-        link_entity(self.connections(), self.names(), user, memory_id, entity, role)
-            .await
-            .map(|_| ())
+        link_entity(
+            self.connections(),
+            self.names(),
+            user,
+            memory_id,
+            entity,
+            role,
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn entity_memories(

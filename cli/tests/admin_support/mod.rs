@@ -204,7 +204,9 @@ pub async fn seed(env: &Env) -> Seeded {
         ids.push(done.memory.id);
     }
     // The layers' records are written straight to the store, as an extraction would.
-    let store = cortex_mcp::engine::open_store(&config.storage).await.unwrap();
+    let store = cortex_mcp::engine::open_store(&config.storage)
+        .await
+        .unwrap();
     let now = cortex_core::memory::now();
     store
         .supersede(

@@ -153,7 +153,10 @@ pub async fn entity_upsert_is_idempotent(factory: &dyn StoreFactory) {
     // Found by an alias, in any case and spacing.
     let by_alias = records.find_entity(&u, " ADA ").await.unwrap().unwrap();
     assert_eq!(by_alias, merged);
-    let via_alias = records.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    let via_alias = records
+        .upsert_entity(&u, &upsert("Ada", &[]))
+        .await
+        .unwrap();
     assert_eq!(via_alias.id, first.id);
     assert!(
         records
@@ -181,7 +184,10 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
         &["Ada works with Charles", "Ada wrote notes", "Unrelated"],
     )
     .await;
-    let ada = records.upsert_entity(&u, &upsert("Ada", &[])).await.unwrap();
+    let ada = records
+        .upsert_entity(&u, &upsert("Ada", &[]))
+        .await
+        .unwrap();
     let charles = records
         .upsert_entity(&u, &upsert("Charles", &[]))
         .await
@@ -222,7 +228,10 @@ pub async fn edges_and_links(factory: &dyn StoreFactory) {
         records.entity(&u, &charles.id).await.unwrap(),
         Some(charles.clone())
     );
-    assert_eq!(records.entity(&u, &uuid::Uuid::new_v4()).await.unwrap(), None);
+    assert_eq!(
+        records.entity(&u, &uuid::Uuid::new_v4()).await.unwrap(),
+        None
+    );
 
     records
         .link_entity(&u, &m[0].id, &ada.id, EntityRole::Subject)
@@ -349,7 +358,10 @@ pub async fn forget_cascades_enrichment(factory: &dyn StoreFactory) {
     let (engine, _) = engine(store.clone());
     let u = user("cascade");
     let m = remember_all(&engine, &u, &["met Dana in Lisbon", "Dana likes jazz"]).await;
-    let dana = records.upsert_entity(&u, &upsert("Dana", &[])).await.unwrap();
+    let dana = records
+        .upsert_entity(&u, &upsert("Dana", &[]))
+        .await
+        .unwrap();
     let lisbon = records
         .upsert_entity(&u, &upsert("Lisbon", &[]))
         .await
@@ -543,7 +555,10 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
         .upsert_entity(&u, &upsert("Lisbon team", &[]))
         .await
         .unwrap();
-    let me = records.upsert_entity(&u, &upsert("self", &[])).await.unwrap();
+    let me = records
+        .upsert_entity(&u, &upsert("self", &[]))
+        .await
+        .unwrap();
     records
         .add_edge(&u, &edge(dana.id, lisbon.id, "leads", Some(m[1].id)))
         .await
@@ -629,7 +644,11 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
     let good = ExtractionRecords {
         memory_id: m[0].id,
         event: Some(event(m[0].id, "2024-05-01T09:00:00Z")),
-        entities: vec![upsert("Ada", &["Ada L."]), upsert("Bea", &[]), upsert("ada", &[])],
+        entities: vec![
+            upsert("Ada", &["Ada L."]),
+            upsert("Bea", &[]),
+            upsert("ada", &[]),
+        ],
         links: vec![
             ExtractedLink {
                 entity: 0,
@@ -683,27 +702,46 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
                 .is_empty(),
             "{what}: no event"
         );
-        assert_eq!(records.find_entity(&u, "Ada").await.unwrap(), None, "{what}: no entity");
-        assert_eq!(records.find_entity(&u, "Bea").await.unwrap(), None, "{what}: no entity");
+        assert_eq!(
+            records.find_entity(&u, "Ada").await.unwrap(),
+            None,
+            "{what}: no entity"
+        );
+        assert_eq!(
+            records.find_entity(&u, "Bea").await.unwrap(),
+            None,
+            "{what}: no entity"
+        );
     }
 
     // Another user's memory is as missing as no memory: nothing is written for either.
     let other = user("whole-other");
     let refused = records.record_extraction(&other, &good).await;
-    assert!(matches!(refused, Err(StoreError::MissingReference(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::MissingReference(_))),
+        "{refused:?}"
+    );
     assert_eq!(records.find_entity(&other, "Ada").await.unwrap(), None);
 
     let entities = records.record_extraction(&u, &good).await.unwrap();
     assert_eq!(entities.len(), 3);
     assert_eq!(entities[0].id, entities[2].id, "\"ada\" resolves to Ada");
     let (ada, bea) = (&entities[0], &entities[1]);
-    let timeline = records.timeline(&u, &TimeRange::default(), 10).await.unwrap();
+    let timeline = records
+        .timeline(&u, &TimeRange::default(), 10)
+        .await
+        .unwrap();
     assert_eq!(timeline.len(), 1);
     assert_eq!(timeline[0].memory.id, m[0].id);
     let edges = records.edges(&u, &ada.id).await.unwrap();
     assert_eq!(edges.len(), 1);
     assert_eq!(
-        (edges[0].source, edges[0].target, edges[0].label.as_str(), edges[0].memory_id),
+        (
+            edges[0].source,
+            edges[0].target,
+            edges[0].label.as_str(),
+            edges[0].memory_id
+        ),
         (ada.id, bea.id, "met", Some(m[0].id))
     );
     for entity in [ada, bea] {
@@ -711,7 +749,11 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
         assert_eq!(linked.iter().map(|m| m.id).collect::<Vec<_>>(), [m[0].id]);
     }
     assert_eq!(
-        records.find_entity(&u, "ada l.").await.unwrap().map(|e| e.id),
+        records
+            .find_entity(&u, "ada l.")
+            .await
+            .unwrap()
+            .map(|e| e.id),
         Some(ada.id)
     );
     // Forgetting the memory takes its extraction with it; the entities stay.

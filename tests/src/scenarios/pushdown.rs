@@ -64,7 +64,11 @@ async fn assert_search_is_exact(
     let contents = |hits: &[ScoredMemory]| -> Vec<String> {
         hits.iter().map(|h| h.memory.content.clone()).collect()
     };
-    assert_eq!(contents(&pushed), contents(&local), "the memories themselves");
+    assert_eq!(
+        contents(&pushed),
+        contents(&local),
+        "the memories themselves"
+    );
 }
 
 /// Gated on `search`: the pushdown equals the in-process path for every query and depth,
@@ -85,10 +89,7 @@ pub async fn search_equals_in_process_retrieval(factory: &dyn StoreFactory) {
     let stored = remember_all(&engine, &u, CORPUS).await;
     // Identical contents tie exactly on both sides; the tie-break must agree too.
     remember_all(&engine, &u, &[CORPUS[0], CORPUS[0], CORPUS[5]]).await;
-    engine
-        .forget(&u, &stored[2].id.to_string())
-        .await
-        .unwrap();
+    engine.forget(&u, &stored[2].id.to_string()).await.unwrap();
     let queries = QUERIES
         .iter()
         .copied()

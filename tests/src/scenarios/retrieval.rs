@@ -7,9 +7,9 @@ use std::sync::Arc;
 use cortex_core::{CortexMemory, MemoryKind, MemoryStore, ScoredMemory};
 use cortex_providers::FakeProvider;
 
-use crate::{StoreFactory, TestStorage};
 use crate::reference::hybrid_ranking;
 use crate::support::{TableProvider, engine, remember_all, user};
+use crate::{StoreFactory, TestStorage};
 
 /// Sentences with overlapping vocabulary, so dense and BM25 disagree in places.
 pub const CORPUS: &[&str] = &[
