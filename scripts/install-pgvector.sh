@@ -14,6 +14,8 @@
 #      resulting library is portable (same choice Debian's own package makes).
 #   4. `CREATE EXTENSION IF NOT EXISTS vector` is run in the `test` and
 #      `postgres` databases.
+#   5. TLS is turned on when the server has it off (the Postgres TLS test needs a
+#      server that offers it), with Debian's self-signed "snakeoil" certificate.
 #
 # Idempotent: if vector.control (0.8.x) is already installed the build is
 # skipped; only the "ensure running + create extension" steps run again.
@@ -241,6 +243,32 @@ else
 fi
 
 ensure_running
+
+# --- TLS -------------------------------------------------------------------
+# Debian's cluster usually has ssl = on with the snakeoil pair already; this only
+# acts where it is off, and then needs the pair (make-ssl-cert from ssl-cert makes it).
+ensure_tls() {
+  local cert=/etc/ssl/certs/ssl-cert-snakeoil.pem key=/etc/ssl/private/ssl-cert-snakeoil.key
+  [ "$(psql_pg -d postgres -tAc 'SHOW ssl')" = on ] && return 0
+  if [ ! -f "$cert" ] || [ ! -f "$key" ]; then
+    command -v make-ssl-cert >/dev/null \
+      || die "TLS is off and there is no snakeoil certificate (install ssl-cert)"
+    make-ssl-cert generate-default-snakeoil
+  fi
+  log "turning TLS on with the snakeoil certificate"
+  psql_pg -d postgres -c "ALTER SYSTEM SET ssl_cert_file = '$cert'" \
+                      -c "ALTER SYSTEM SET ssl_key_file = '$key'" \
+                      -c "ALTER SYSTEM SET ssl = on" \
+                      -c "SELECT pg_reload_conf()" >/dev/null
+  # The reload reaches new sessions once the postmaster has handled it.
+  local i
+  for i in $(seq 1 20); do
+    [ "$(psql_pg -d postgres -tAc 'SHOW ssl')" = on ] && return 0
+    sleep 0.5
+  done
+  die "TLS is still off (can the server read $key?)"
+}
+ensure_tls
 
 for db in $DATABASES; do
   if [ "$(psql_pg -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" != 1 ]; then

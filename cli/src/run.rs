@@ -99,7 +99,7 @@ pub async fn bench(
         reader_model: args.reader_model.clone(),
         judge_model: args.judge_model.clone(),
     });
-    let providers = RunProviders::from_env(env, cache.as_deref(), tier, choice.as_ref())?;
+    let providers = RunProviders::from_env(env, cache.as_deref(), tier, choice.as_ref()).await?;
     let reader_k = args.reader_k.unwrap_or(profile.top_k).max(1);
     let reader_max_tokens = args
         .reader_max_tokens
@@ -214,7 +214,7 @@ pub async fn bench_locomo(
     let tier: Tier = args.tier;
     let depth = depth(args)?;
     let samples = locomo::dataset::load(&args.data)?;
-    let providers = RunProviders::from_env(env, cache_path(args).as_deref(), tier, None)?;
+    let providers = RunProviders::from_env(env, cache_path(args).as_deref(), tier, None).await?;
     let options = LocomoOptions {
         depth,
         retrievers: dedup(&args.retriever),

@@ -400,25 +400,11 @@ async fn reembed_on_postgres_estimates_first_then_switches_to_the_new_models_vec
     drop_schema(&url, &schema).await;
 }
 
-/// The local all-MiniLM-L6-v2 model, or a skip outside CI.
-fn local_model() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR").map(std::path::PathBuf::from);
-    match dir.filter(|d| d.join("model.safetensors").is_file()) {
-        Some(dir) => Some(dir),
-        None => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CORTEX_TEST_MODEL_DIR must name the fetched model under CI"
-            );
-            eprintln!("skipped: no local model (scripts/fetch-test-model.sh)");
-            None
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_store_written_by_the_local_model_keeps_it_when_a_gemini_key_appears() {
-    let Some(model) = local_model() else { return };
+    let Some(model) = cortex_conformance::skip::test_model_dir() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     // The model where the server looks by default: ~/.cortex/models/all-MiniLM-L6-v2.
     let home = dir.path().join("home");

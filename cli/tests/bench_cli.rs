@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use cortex_conformance::skip::{test_database_url, test_model_dir};
 use serde_json::Value;
 
 const METRICS: [&str; 12] = [
@@ -272,47 +273,9 @@ fn bad_options_are_refused_before_any_work() {
     );
 }
 
-/// The test database's URL; without one, a skip line, or a failure under CI.
-fn test_database() -> Option<std::ffi::OsString> {
-    let url = std::env::var_os("CORTEX_TEST_DATABASE_URL");
-    if url.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must provide CORTEX_TEST_DATABASE_URL (scripts/test.sh sets it)"
-        );
-        eprintln!("skipped: CORTEX_TEST_DATABASE_URL is not set");
-    }
-    url
-}
-
-/// The local model's directory; without it, a skip line, or a failure under CI.
-fn test_model() -> Option<PathBuf> {
-    let model = local_model();
-    if model.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must fetch the test model: bash scripts/fetch-test-model.sh"
-        );
-        eprintln!("skipped: no local model (run scripts/fetch-test-model.sh)");
-    }
-    model
-}
-
-/// The local all-MiniLM-L6-v2 model, when fetched (scripts/fetch-test-model.sh).
-fn local_model() -> Option<PathBuf> {
-    let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME")
-                .map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from);
-            home.join(".cortex/models/all-MiniLM-L6-v2")
-        });
-    dir.join("model.safetensors").exists().then_some(dir)
-}
-
 #[test]
 fn local_model_ranks_the_fixture() {
-    let Some(model) = test_model() else {
+    let Some(model) = test_model_dir() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -362,7 +325,7 @@ fn local_model_ranks_the_fixture() {
 
 #[test]
 fn postgres_backend_when_a_database_is_there() {
-    let Some(url) = test_database() else {
+    let Some(url) = test_database_url() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -370,7 +333,7 @@ fn postgres_backend_when_a_database_is_there() {
         dir.path(),
         &[
             ("CORTEX_EMBED_PROVIDER", "fake"),
-            ("CORTEX_DATABASE_URL", url.to_str().unwrap()),
+            ("CORTEX_DATABASE_URL", url.as_str()),
             // Its own schema: the store's embedding signature is per schema, and each run
             // writes under fresh user ids, so reruns never collide.
             ("CORTEX_PG_SCHEMA", "cortex_bench_test"),
@@ -626,13 +589,13 @@ fn locomo_refuses_qa_and_bad_data() {
 
 #[test]
 fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
-    let Some(url) = test_database() else {
+    let Some(url) = test_database_url() else {
         return;
     };
     let pg = run_locomo(
         &[
             ("CORTEX_EMBED_PROVIDER", "fake"),
-            ("CORTEX_DATABASE_URL", url.to_str().unwrap()),
+            ("CORTEX_DATABASE_URL", url.as_str()),
             ("CORTEX_PG_SCHEMA", "cortex_bench_test"),
         ],
         &["--backend", "postgres", "--no-cache"],
@@ -661,7 +624,7 @@ fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
 
 #[test]
 fn locomo_with_the_local_model() {
-    let Some(model) = test_model() else {
+    let Some(model) = test_model_dir() else {
         return;
     };
     let report = run_locomo(

@@ -83,8 +83,8 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         }
         None => (None, config.providers.clone()),
     };
-    let embedder = providers.build_embedder()?;
-    let generator = providers.build_llm()?;
+    let embedder = providers.build_embedder_async().await?;
+    let generator = providers.build_llm_async().await?;
     let reranker = config.reranker.clone().map(HttpReranker::new).transpose()?;
     let store = match store {
         Some(store) => store,

@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,21 +14,6 @@ use cortex_postgres::PostgresStore;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
-
-fn database_url() -> Option<String> {
-    match std::env::var("CORTEX_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
-        _ => {
-            let message = "CORTEX_TEST_DATABASE_URL is not set (scripts/test.sh sets it)";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "the MCP Postgres test cannot run under CI: {message}"
-            );
-            let _ = writeln!(std::io::stderr(), "skipped MCP Postgres test: {message}");
-            None
-        }
-    }
-}
 
 fn settings(url: &str, schema: &str) -> ServerConfig {
     let map: HashMap<&str, String> = HashMap::from([
@@ -70,7 +54,9 @@ async fn drop_schema(config: &ServerConfig, schema: &str) {
 
 #[tokio::test]
 async fn the_tools_work_over_postgres() {
-    let Some(url) = database_url() else { return };
+    let Some(url) = cortex_conformance::skip::test_database_url() else {
+        return;
+    };
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -18,7 +18,8 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use reliability::{PgSchema, Reply, Rng, Server, database_url, integrity_check, sqlite_memories};
+use cortex_conformance::skip::test_database_url;
+use reliability::{PgSchema, Reply, Rng, Server, integrity_check, sqlite_memories};
 use serde_json::json;
 
 const ROUNDS: usize = 5;
@@ -238,7 +239,7 @@ fn sqlite_survives_kill_9_mid_stream() {
 
 #[test]
 fn postgres_survives_kill_9_mid_stream() {
-    let Some(url) = database_url("the Postgres kill -9 test") else {
+    let Some(url) = test_database_url() else {
         return;
     };
     let schema = PgSchema::fresh(&url, "kill");

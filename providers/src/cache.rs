@@ -87,9 +87,13 @@ impl<P: LLMProvider> LLMProvider for CachingProvider<P> {
         let mut misses: Vec<String> = Vec::new();
         let mut miss_index: HashMap<&str, usize> = HashMap::new();
         let mut pending: Vec<(usize, usize)> = Vec::new();
-        for (slot, text) in texts.iter().enumerate() {
-            let key = self.embed_key(&signature, task, text);
-            match self.cache.get_embedding(&key) {
+        let keys: Vec<EmbedKey> = texts
+            .iter()
+            .map(|text| self.embed_key(&signature, task, text))
+            .collect();
+        let cached = self.cache.get_embeddings(&keys).await;
+        for ((slot, text), cached) in texts.iter().enumerate().zip(cached) {
+            match cached {
                 Some(vector) => vectors.push(Some(vector)),
                 None => {
                     let index = *miss_index.entry(text.as_str()).or_insert_with(|| {
@@ -120,7 +124,7 @@ impl<P: LLMProvider> LLMProvider for CachingProvider<P> {
                 .zip(fresh.vectors)
                 .map(|(text, vector)| (self.embed_key(&signature, task, &text), vector))
                 .collect();
-            self.cache.put_embeddings(entries);
+            self.cache.put_embeddings(entries).await;
         }
         let vectors = vectors
             .into_iter()
@@ -145,7 +149,7 @@ impl<P: LLMProvider> LLMProvider for CachingProvider<P> {
             max_output_tokens,
             prompt: prompt.to_owned(),
         };
-        if let Some(text) = self.cache.get_generation(&key) {
+        if let Some(text) = self.cache.get_generation(&key).await {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(GenResult {
                 text,
@@ -158,7 +162,8 @@ impl<P: LLMProvider> LLMProvider for CachingProvider<P> {
             .generate(prompt, temperature, max_output_tokens)
             .await?;
         self.cache
-            .put_generation(key, answer.text.clone(), answer.usage);
+            .put_generation(key, answer.text.clone(), answer.usage)
+            .await;
         Ok(answer)
     }
 }

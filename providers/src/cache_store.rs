@@ -3,15 +3,28 @@
 //! across runs so repeated runs cost nothing).
 //!
 //! The cache is an optimisation: once the file is open, a failing read counts as a miss
-//! and a failing write is logged, so a disk problem never fails a provider call.
+//! and a failing write is logged, so a disk problem never fails a provider call. The file
+//! is read and written on the runtime's blocking threads, never on an async worker.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cortex_core::{EmbedTask, ProviderError, TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
+use thiserror::Error;
+
+use crate::blocking::{BlockingError, off_runtime};
+
+/// Why a read or write of the cache file failed; logged, never returned to a caller.
+#[derive(Debug, Error)]
+enum CacheError {
+    #[error("response cache SQLite error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Blocking(#[from] BlockingError),
+}
 
 /// What identifies one cached embedding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,7 +58,7 @@ struct Memory {
 /// meant for a process's working set or a benchmark run.
 pub struct ResponseCache {
     memory: Mutex<Memory>,
-    disk: Option<Mutex<Connection>>,
+    disk: Option<Arc<Mutex<Connection>>>,
     path: Option<PathBuf>,
 }
 
@@ -120,9 +133,15 @@ impl ResponseCache {
         conn.execute_batch(SCHEMA).map_err(fail)?;
         Ok(Self {
             memory: Mutex::new(Memory::default()),
-            disk: Some(Mutex::new(conn)),
+            disk: Some(Arc::new(Mutex::new(conn))),
             path: Some(path.to_owned()),
         })
+    }
+
+    /// [`open`](Self::open) on a blocking thread, for async callers.
+    pub async fn open_async(path: impl Into<PathBuf>) -> Result<Self, ProviderError> {
+        let path = path.into();
+        off_runtime("opening the response cache", move || Self::open(path)).await?
     }
 
     /// The file behind the cache, if any.
@@ -134,75 +153,105 @@ impl ResponseCache {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn disk(&self) -> Option<MutexGuard<'_, Connection>> {
-        self.disk
-            .as_ref()
-            .map(|d| d.lock().unwrap_or_else(PoisonError::into_inner))
+    /// Runs `work` on the cache file's connection on a blocking thread; `None` for a
+    /// cache without a file.
+    async fn with_disk<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    ) -> Option<Result<T, CacheError>> {
+        let disk = self.disk.clone()?;
+        let done = off_runtime("the response cache's file access", move || {
+            let mut conn = disk.lock().unwrap_or_else(PoisonError::into_inner);
+            work(&mut conn)
+        })
+        .await;
+        Some(match done {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(e.into()),
+            Err(e) => Err(e.into()),
+        })
     }
 
-    pub(crate) fn get_embedding(&self, key: &EmbedKey) -> Option<Vec<f32>> {
-        if let Some(v) = self.memory().embeddings.get(key) {
-            return Some(v.clone());
-        }
-        let found = {
-            let conn = self.disk()?;
-            conn.query_row(
-                "SELECT vector FROM embeddings
-                 WHERE provider = ?1 AND model = ?2 AND dimension = ?3 AND task = ?4 AND text = ?5",
-                params![
-                    key.provider,
-                    key.model,
-                    key.dimension as i64,
-                    task_name(key.task),
-                    key.text
-                ],
-                |row| row.get::<_, Vec<u8>>(0),
-            )
-            .optional()
+    /// The cached vector of each key, `None` where there is none: the memory first, then
+    /// the file (in one trip for every key the memory lacks).
+    pub(crate) async fn get_embeddings(&self, keys: &[EmbedKey]) -> Vec<Option<Vec<f32>>> {
+        let mut found: Vec<Option<Vec<f32>>> = {
+            let memory = self.memory();
+            keys.iter()
+                .map(|key| memory.embeddings.get(key).cloned())
+                .collect()
         };
-        let blob = match found {
-            Ok(blob) => blob?,
-            Err(e) => {
+        let wanted: Vec<(usize, EmbedKey)> = found
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_none())
+            .map(|(slot, _)| (slot, keys[slot].clone()))
+            .collect();
+        if wanted.is_empty() {
+            return found;
+        }
+        let read = self
+            .with_disk(move |conn| {
+                // Each key's own result: one unreadable row is one miss, not a batch's.
+                let rows = wanted
+                    .into_iter()
+                    .map(|(slot, key)| {
+                        let blob = read_embedding(conn, &key);
+                        (slot, key, blob)
+                    })
+                    .collect::<Vec<_>>();
+                Ok(rows)
+            })
+            .await;
+        let rows = match read {
+            None => return found,
+            Some(Ok(rows)) => rows,
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, "response cache read failed; treating as a miss");
-                return None;
+                return found;
             }
         };
-        // A blob of the wrong size is a damaged row: ignore it and let it be replaced.
-        let vector = decode_vector(&blob).filter(|v| v.len() == key.dimension)?;
-        self.memory().embeddings.insert(key.clone(), vector.clone());
-        Some(vector)
+        let mut memory = self.memory();
+        for (slot, key, blob) in rows {
+            let blob = match blob {
+                Ok(Some(blob)) => blob,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "response cache read failed; treating as a miss");
+                    continue;
+                }
+            };
+            // A blob of the wrong size is a damaged row: ignore it and let it be replaced.
+            let Some(vector) = decode_vector(&blob).filter(|v| v.len() == key.dimension) else {
+                continue;
+            };
+            memory.embeddings.insert(key, vector.clone());
+            found[slot] = Some(vector);
+        }
+        found
     }
 
-    pub(crate) fn put_embeddings(&self, entries: Vec<(EmbedKey, Vec<f32>)>) {
-        if let Some(mut conn) = self.disk()
-            && let Err(e) = write_embeddings(&mut conn, &entries)
-        {
-            tracing::warn!(error = %e, "response cache write failed");
+    pub(crate) async fn put_embeddings(&self, entries: Vec<(EmbedKey, Vec<f32>)>) {
+        if self.disk.is_some() {
+            let rows = entries.clone();
+            if let Some(Err(e)) = self
+                .with_disk(move |conn| write_embeddings(conn, &rows))
+                .await
+            {
+                tracing::warn!(error = %e, "response cache write failed");
+            }
         }
         self.memory().embeddings.extend(entries);
     }
 
-    pub(crate) fn get_generation(&self, key: &GenKey) -> Option<String> {
+    pub(crate) async fn get_generation(&self, key: &GenKey) -> Option<String> {
         if let Some(text) = self.memory().generations.get(key) {
             return Some(text.clone());
         }
-        let found = {
-            let conn = self.disk()?;
-            conn.query_row(
-                "SELECT answer FROM generations
-                 WHERE provider = ?1 AND model = ?2 AND temperature_bits = ?3
-                   AND max_output_tokens = ?4 AND prompt = ?5",
-                params![
-                    key.provider,
-                    key.model,
-                    i64::from(key.temperature_bits),
-                    i64::from(key.max_output_tokens),
-                    key.prompt
-                ],
-                |row| row.get::<_, String>(0),
-            )
-            .optional()
-        };
+        let wanted = key.clone();
+        let found = self
+            .with_disk(move |conn| read_generation(conn, &wanted))
+            .await?;
         let text = match found {
             Ok(text) => text?,
             Err(e) => {
@@ -216,30 +265,75 @@ impl ResponseCache {
 
     /// Stores an answer; `usage` (what it cost the first time) is kept on disk for
     /// reports about the cache file.
-    pub(crate) fn put_generation(&self, key: GenKey, text: String, usage: TokenUsage) {
-        if let Some(conn) = self.disk() {
-            let written = conn.execute(
-                "INSERT OR REPLACE INTO generations
-                 (provider, model, temperature_bits, max_output_tokens, prompt, answer,
-                  input_tokens, output_tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    key.provider,
-                    key.model,
-                    i64::from(key.temperature_bits),
-                    i64::from(key.max_output_tokens),
-                    key.prompt,
-                    text,
-                    i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
-                    i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
-                ],
-            );
-            if let Err(e) = written {
+    pub(crate) async fn put_generation(&self, key: GenKey, text: String, usage: TokenUsage) {
+        if self.disk.is_some() {
+            let (row, answer) = (key.clone(), text.clone());
+            if let Some(Err(e)) = self
+                .with_disk(move |conn| write_generation(conn, &row, &answer, usage))
+                .await
+            {
                 tracing::warn!(error = %e, "response cache write failed");
             }
         }
         self.memory().generations.insert(key, text);
     }
+}
+
+fn read_embedding(conn: &Connection, key: &EmbedKey) -> Result<Option<Vec<u8>>, rusqlite::Error> {
+    conn.query_row(
+        "SELECT vector FROM embeddings
+         WHERE provider = ?1 AND model = ?2 AND dimension = ?3 AND task = ?4 AND text = ?5",
+        params![
+            key.provider,
+            key.model,
+            key.dimension as i64,
+            task_name(key.task),
+            key.text
+        ],
+        |row| row.get::<_, Vec<u8>>(0),
+    )
+    .optional()
+}
+
+fn read_generation(conn: &Connection, key: &GenKey) -> Result<Option<String>, rusqlite::Error> {
+    conn.query_row(
+        "SELECT answer FROM generations
+         WHERE provider = ?1 AND model = ?2 AND temperature_bits = ?3
+           AND max_output_tokens = ?4 AND prompt = ?5",
+        params![
+            key.provider,
+            key.model,
+            i64::from(key.temperature_bits),
+            i64::from(key.max_output_tokens),
+            key.prompt
+        ],
+        |row| row.get::<_, String>(0),
+    )
+    .optional()
+}
+
+fn write_generation(
+    conn: &Connection,
+    key: &GenKey,
+    text: &str,
+    usage: TokenUsage,
+) -> Result<usize, rusqlite::Error> {
+    conn.execute(
+        "INSERT OR REPLACE INTO generations
+         (provider, model, temperature_bits, max_output_tokens, prompt, answer,
+          input_tokens, output_tokens)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            key.provider,
+            key.model,
+            i64::from(key.temperature_bits),
+            i64::from(key.max_output_tokens),
+            key.prompt,
+            text,
+            i64::try_from(usage.input_tokens).unwrap_or(i64::MAX),
+            i64::try_from(usage.output_tokens).unwrap_or(i64::MAX),
+        ],
+    )
 }
 
 fn write_embeddings(

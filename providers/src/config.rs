@@ -16,6 +16,7 @@ use cortex_core::{EmbeddingSignature, LLMProvider, ProviderError};
 use crate::anthropic::{
     ANTHROPIC_BASE_URL, ANTHROPIC_LLM_MODEL, AnthropicConfig, AnthropicProvider,
 };
+use crate::blocking::off_runtime;
 use crate::cache::CachingProvider;
 use crate::cache_store::ResponseCache;
 use crate::fake::{FAKE_MODEL, FakeProvider};
@@ -316,6 +317,23 @@ impl ProviderConfig {
             EmbedProviderKind::Local => (local_embedder(self)?, String::new()),
         };
         self.maybe_cached(provider, &generation_model)
+    }
+
+    /// [`build_embedder`](Self::build_embedder) on a blocking thread, for async callers:
+    /// building may load a local model (seconds of file reading and parsing), download it
+    /// from the hub, or open the cache file, none of which may hold a runtime worker.
+    pub async fn build_embedder_async(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+        let config = self.clone();
+        off_runtime("building the embedder", move || config.build_embedder()).await?
+    }
+
+    /// [`build_llm`](Self::build_llm) on a blocking thread (it may open the cache file).
+    pub async fn build_llm_async(&self) -> Result<Option<Arc<dyn LLMProvider>>, ProviderError> {
+        let config = self.clone();
+        off_runtime("building the generation provider", move || {
+            config.build_llm()
+        })
+        .await?
     }
 
     /// The generation provider, `None` for `CORTEX_LLM_PROVIDER=none` (the default);

@@ -16,6 +16,7 @@
 //! error messages that carry the provider's explanation but never the key.
 
 pub mod anthropic;
+mod blocking;
 pub mod cache;
 pub mod cache_store;
 pub mod config;

@@ -21,6 +21,7 @@
 pub mod counting;
 pub mod reference;
 pub mod scenarios;
+pub mod skip;
 pub mod support;
 
 use std::sync::Arc;
@@ -32,8 +33,7 @@ use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
 #[async_trait]
 pub trait StoreFactory: Send + Sync {
     /// Why this backend cannot be tested here (no server reachable, say), or `None` when it
-    /// can. A factory must panic instead of returning a reason when the environment
-    /// variable `CI` is set: in CI an unreachable backend is a failure, never a skip.
+    /// can. The suite hands the reason to [`skip_or_fail`], which fails under CI.
     async fn unavailable(&self) -> Option<String> {
         None
     }
@@ -42,10 +42,7 @@ pub trait StoreFactory: Send + Sync {
     async fn create(&self) -> Box<dyn TestStorage>;
 }
 
-/// Whether the tests run under CI (the `CI` environment variable is set and not "false").
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
+pub use skip::{in_ci, skip_or_fail};
 
 /// One scenario's storage. Dropping it removes the storage.
 #[async_trait]
@@ -112,7 +109,7 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let factory = $factory;
                 if let Some(reason) = $crate::StoreFactory::unavailable(&factory).await {
-                    eprintln!("SKIPPED {}: {reason}", stringify!($name));
+                    $crate::skip::skip_or_fail(reason);
                     return;
                 }
                 $crate::scenarios::$name(&factory).await;

@@ -25,6 +25,7 @@ use tokio_postgres::error::SqlState;
 use crate::pg_err;
 use crate::pool::Connections;
 use crate::schema::Names;
+use crate::sql::get;
 
 /// pgvector's HNSW limit for `halfvec`, the type the index is built over.
 pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
@@ -127,7 +128,8 @@ pub(crate) async fn ensure_hnsw_index(
         )
         .await
         .map_err(pg_err)?
-        .map(|r| r.get(0));
+        .map(|r| get(&r, 0))
+        .transpose()?;
     if legacy.as_deref().is_some_and(|def| def.contains("halfvec")) {
         // Already the same index under the old name: no rebuild.
         let rename = format!(
@@ -158,7 +160,8 @@ pub(crate) async fn ensure_hnsw_index(
         )
         .await
         .map_err(pg_err)?
-        .map(|r| r.get(0));
+        .map(|r| get(&r, 0))
+        .transpose()?;
     if valid == Some(false) {
         // A concurrent build that failed leaves an invalid index the planner ignores:
         // searches stay correct (a scan), only slower, until someone rebuilds it.

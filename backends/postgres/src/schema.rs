@@ -6,6 +6,7 @@ use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
 use crate::pg_err;
+use crate::sql::get;
 
 /// Each entry migrates from version `i` to `i + 1`. Append only: a shipped step never
 /// changes. `{s}` stands for the quoted schema name.
@@ -372,8 +373,8 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
             &[&names.schema()],
         )
         .await
-        .map_err(pg_err)?
-        .get(0);
+        .map_err(pg_err)
+        .and_then(|row| get(&row, 0))?;
     if !exists {
         tx.batch_execute(&format!("CREATE SCHEMA {}", quote_ident(names.schema())))
             .await
@@ -398,7 +399,8 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
         )
         .await
         .map_err(pg_err)?
-        .map(|r| r.get(0));
+        .map(|r| get(&r, 0))
+        .transpose()?;
     let current = current
         .map(|v| v.parse::<i64>())
         .transpose()
@@ -435,15 +437,15 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
 async fn extension_info(
     tx: &tokio_postgres::Transaction<'_>,
 ) -> Result<Option<(String, String)>, StoreError> {
-    Ok(tx
-        .query_opt(
-            "SELECT n.nspname::text, e.extversion FROM pg_extension e
-             JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
-            &[],
-        )
-        .await
-        .map_err(pg_err)?
-        .map(|r| (r.get(0), r.get(1))))
+    tx.query_opt(
+        "SELECT n.nspname::text, e.extversion FROM pg_extension e
+         JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'",
+        &[],
+    )
+    .await
+    .map_err(pg_err)?
+    .map(|r| Ok((get(&r, 0)?, get(&r, 1)?)))
+    .transpose()
 }
 
 async fn ensure_extension(tx: &tokio_postgres::Transaction<'_>) -> Result<ServerInfo, StoreError> {
@@ -456,8 +458,8 @@ async fn ensure_extension(tx: &tokio_postgres::Transaction<'_>) -> Result<Server
                     &[],
                 )
                 .await
-                .map_err(pg_err)?
-                .get(0);
+                .map_err(pg_err)
+                .and_then(|row| get(&row, 0))?;
             if !available {
                 return Err(StoreError::Schema(
                     "the pgvector extension is not installed on this PostgreSQL server; \

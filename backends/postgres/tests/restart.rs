@@ -200,8 +200,7 @@ fn says_why(message: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_survives_a_restart_under_load() {
-    if let Some(reason) = support::unavailable().await {
-        eprintln!("SKIPPED: {reason}");
+    if !support::require_database().await {
         return;
     }
     let schema = TestSchema::new("restart", true, DenseMode::Exact).await;

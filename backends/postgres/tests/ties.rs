@@ -70,8 +70,7 @@ fn view(hits: &[ScoredMemory]) -> Vec<(uuid::Uuid, Option<u32>, Option<u32>, u64
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mass_ties_match_the_core_and_score_each_distinct_vector_once() {
-    if let Some(reason) = support::unavailable().await {
-        eprintln!("SKIPPED: {reason}");
+    if !support::require_database().await {
         return;
     }
     let schema = TestSchema::new("ties", true, DenseMode::Exact).await;

@@ -377,7 +377,7 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
         (counts, true)
     } else {
         let ctx = Context::open().await?;
-        let embedder = ctx.config.providers.build_embedder()?;
+        let embedder = ctx.config.providers.build_embedder_async().await?;
         let configured = embedder.embedding_signature();
         if let Some(stored) = ctx.store.signature().await?
             && stored != configured
@@ -458,7 +458,7 @@ pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
 
 pub async fn reembed_cmd(args: ReembedArgs) -> Result<(), AdminError> {
     let ctx = Context::open().await?;
-    let embedder = ctx.config.providers.build_embedder()?;
+    let embedder = ctx.config.providers.build_embedder_async().await?;
     let target = embedder.embedding_signature();
     let stored = ctx.store.signature().await?;
     match &stored {

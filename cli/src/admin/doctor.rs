@@ -115,7 +115,7 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
             Err(e) => Err(e.to_string()),
         },
     ));
-    let embedder = providers.build_embedder();
+    let embedder = providers.build_embedder_async().await;
     checks.push(check(
         "embedder",
         embedder

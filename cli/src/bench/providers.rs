@@ -44,7 +44,7 @@ pub struct QaModels {
 impl RunProviders {
     /// Builds the providers from `env` (a variable lookup). `cache` is the cache file, or
     /// `None` for no cache; `qa` asks for the reader and judge too.
-    pub fn from_env(
+    pub async fn from_env(
         env: &dyn Fn(&str) -> Option<String>,
         cache: Option<&Path>,
         tier: Tier,
@@ -54,7 +54,7 @@ impl RunProviders {
         // The harness owns the one cache; CORTEX_PROVIDER_CACHE must not wrap twice.
         config.cache_path = None;
         let cache = match cache {
-            Some(path) => Some(Arc::new(ResponseCache::open(path)?)),
+            Some(path) => Some(Arc::new(ResponseCache::open_async(path).await?)),
             None => None,
         };
         let mut counted = Vec::new();
@@ -68,7 +68,7 @@ impl RunProviders {
                 None => provider,
             }
         };
-        let embedder = wrap(config.build_embedder()?, "");
+        let embedder = wrap(config.build_embedder_async().await?, "");
         let qa = match qa {
             None => None,
             Some(choice) => {
@@ -85,8 +85,8 @@ impl RunProviders {
                     .judge_model
                     .clone()
                     .unwrap_or_else(|| reader_model.clone());
-                let reader = build_llm(&config, &reader_model)?;
-                let judge = build_llm(&config, &judge_model)?;
+                let reader = build_llm(&config, &reader_model).await?;
+                let judge = build_llm(&config, &judge_model).await?;
                 Some(QaModels {
                     reader: wrap(reader, &reader_model),
                     reader_model,
@@ -123,10 +123,13 @@ fn default_reader_model(config: &ProviderConfig, tier: Tier) -> String {
     }
 }
 
-fn build_llm(config: &ProviderConfig, model: &str) -> Result<Arc<dyn LLMProvider>, BenchError> {
+async fn build_llm(
+    config: &ProviderConfig,
+    model: &str,
+) -> Result<Arc<dyn LLMProvider>, BenchError> {
     let mut config = config.clone();
     config.llm_model = model.to_owned();
-    config.build_llm()?.ok_or(BenchError::NoLlm)
+    config.build_llm_async().await?.ok_or(BenchError::NoLlm)
 }
 
 /// The default cache file: `bench-providers.sqlite` in the user's cache directory,

@@ -3,7 +3,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -287,20 +286,9 @@ pub async fn seed(env: &Env) -> Seeded {
     }
 }
 
-/// The test database, or `None` (a skip, printed) outside CI; under CI a missing URL fails.
+/// The test database, or `None` after the workspace's skip policy ran (fails under CI).
 pub fn database_url() -> Option<String> {
-    match std::env::var("CORTEX_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
-        _ => {
-            let message = "CORTEX_TEST_DATABASE_URL is not set (scripts/test.sh sets it)";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "the admin Postgres test cannot run under CI: {message}"
-            );
-            let _ = writeln!(std::io::stderr(), "skipped admin Postgres test: {message}");
-            None
-        }
-    }
+    cortex_conformance::skip::test_database_url()
 }
 
 pub fn unique_schema(prefix: &str) -> String {

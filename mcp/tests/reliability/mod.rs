@@ -1,6 +1,6 @@
 //! Shared harness of the reliability tests (`reliability_*.rs`): the `cortex-mcp` binary
 //! driven over stdio with raw JSON-RPC lines, the way an MCP host drives it, plus direct
-//! reads of the SQLite file, the Postgres skip policy and a seedable generator.
+//! reads of the SQLite file, Postgres schemas and a seedable generator.
 //!
 //! Every wait is bounded: a reply that does not come within its deadline fails the test
 //! with the server's stderr, instead of hanging CI.
@@ -501,23 +501,6 @@ pub fn sqlite_dump(path: &Path) -> Vec<String> {
         }
     }
     dump
-}
-
-/// The Postgres URL for tests, or `None` with one skip line. Under CI a missing URL fails:
-/// a skipped Postgres test there would hide a gap (the policy of `tests/postgres.rs`).
-pub fn database_url(test: &str) -> Option<String> {
-    match std::env::var("CORTEX_TEST_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
-        _ => {
-            let message = "CORTEX_TEST_DATABASE_URL is not set (scripts/test.sh sets it)";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test} cannot run under CI: {message}"
-            );
-            let _ = writeln!(std::io::stderr(), "skipped {test}: {message}");
-            None
-        }
-    }
 }
 
 /// A Postgres schema of its own for one test, dropped when this guard goes.

@@ -2,8 +2,8 @@
 //!
 //! In this order: `CORTEX_TEST_DATABASE_URL`; else, when a Docker engine answers, a
 //! `pgvector/pgvector:pg17` container (testcontainers) started once per test binary; else
-//! the tests skip with one line, or panic under CI (`CI` set), where a missing database is
-//! a failure.
+//! the tests go through `cortex_conformance::skip_or_fail`: one skip line, or a failure
+//! under CI.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use cortex_conformance::{StoreFactory, TestStorage, in_ci};
+use cortex_conformance::{StoreFactory, TestStorage};
 use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use tokio::sync::OnceCell;
@@ -38,12 +38,22 @@ async fn find_database() -> Result<String, String> {
     )
 }
 
-/// `Some(reason)` when the tests must skip; panics instead under CI.
+/// Why the Postgres tests cannot run here, or `None` when they can.
 pub async fn unavailable() -> Option<String> {
-    match database().await {
-        Ok(_) => None,
-        Err(reason) if in_ci() => panic!("Postgres tests cannot run under CI: {reason}"),
-        Err(reason) => Some(reason),
+    database().await.err()
+}
+
+/// Whether the test may go on: a database is there, or else [`skip_or_fail`] ran (a skip
+/// line; a panic under CI) and the test returns.
+///
+/// [`skip_or_fail`]: cortex_conformance::skip_or_fail
+pub async fn require_database() -> bool {
+    match unavailable().await {
+        None => true,
+        Some(reason) => {
+            cortex_conformance::skip_or_fail(reason);
+            false
+        }
     }
 }
 
