@@ -30,6 +30,8 @@ mod reanalyze;
 mod reembed;
 mod schema;
 mod search;
+#[cfg(test)]
+mod search_sql_tests;
 mod sql;
 mod store;
 mod tie_break;
