@@ -30,8 +30,6 @@ mod reanalyze;
 mod reembed;
 mod schema;
 mod search;
-#[cfg(test)]
-mod search_sql_tests;
 mod sql;
 mod store;
 mod tie_break;

@@ -14,22 +14,28 @@
 //! one exact score per distinct tied embedding plus two key lookups per tied candidate.
 
 use pgvector::Vector;
-use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query, WithClause};
+use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query};
 
 use crate::schema::Names;
-use crate::search::cte;
+use crate::search::{Cte, Ctes};
 
-/// Adds the CTEs that rank `d_cand` (`seq`, `dist`: the exact-mode candidates, a superset
-/// of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
+/// Adds the CTEs that rank `candidates` (`seq`, `dist`: the exact-mode candidates, a
+/// superset of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
 /// `pool`, 1-based. Runs of candidates whose consecutive distances lie within `margin` are
 /// ordered by the core's score, then by sequence; between runs pgvector's order is the
 /// core's.
-pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margin: f64, pool: u64) {
+pub(crate) fn ranked(
+    ctes: &mut Ctes,
+    names: &Names,
+    candidates: Cte,
+    query: &Vector,
+    margin: f64,
+    pool: u64,
+) -> Cte {
     let memories = names.q("memories");
     let unit_dot = names.q("cortex_unit_dot");
     let probe = Vector::from(probe(query.as_slice().len()));
-    cte(
-        with,
+    ctes.add(
         "d_gaps",
         Query::select()
             .columns(["seq", "dist"])
@@ -41,13 +47,12 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 ),
                 "step",
             )
-            .from("d_cand")
+            .from(candidates.name())
             .to_owned(),
     );
     // (dist, seq) is unique, so a ROWS frame sums the same as the default RANGE one, and
     // does not look for peers.
-    cte(
-        with,
+    ctes.add(
         "d_runs",
         Query::select()
             .columns(["seq", "dist"])
@@ -60,8 +65,7 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
     );
     // Only runs of more than one need the exact score; their members get the key, each
     // through a keyed lookup (a join could read every candidate's embedding).
-    cte(
-        with,
+    ctes.add(
         "d_keyed",
         Query::select()
             .columns([("r", "seq"), ("r", "dist"), ("r", "run")])
@@ -101,7 +105,7 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
         .and_where(Expr::cust("m.seq = f.seq"))
         .offset(0)
         .to_owned();
-    with.cte(
+    ctes.clause().cte(
         CommonTableExpression::new()
             .query(
                 Query::select()
@@ -117,8 +121,7 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
     );
     // Every tied candidate: its key's score when its embedding is that key's, else its
     // own (a key collision).
-    cte(
-        with,
+    ctes.add(
         "d_scored",
         Query::select()
             .columns([("k", "seq"), ("k", "run")])
@@ -144,8 +147,7 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
             )
             .to_owned(),
     );
-    cte(
-        with,
+    ctes.add(
         "dense",
         Query::select()
             .column("seq")
@@ -159,7 +161,7 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
             .order_by("seq", Order::Asc)
             .limit(pool)
             .to_owned(),
-    );
+    )
 }
 
 /// A fixed vector of `dimension` components in [-1, 1], different at every position, so

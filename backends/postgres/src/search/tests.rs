@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::dense::DensePlan;
 use crate::schema::Names;
+use crate::search::lexical::MAX_PRUNED_TERMS;
 use crate::search::{self, DenseSide, Pruning, Ranked};
 
 const USER: &str = "u";
@@ -33,7 +34,7 @@ fn lexical_sql(k: usize, top_k: usize, pruning: Pruning) -> String {
 macro_rules! snapshot {
     ($name:expr, $sql:expr) => {
         insta::with_settings!({
-            snapshot_path => "search/snapshots",
+            snapshot_path => "snapshots",
             prepend_module_to_snapshot => false,
             omit_expression => true,
         }, {
@@ -64,6 +65,14 @@ fn unpruned() {
         lookup_cost: 5,
     };
     snapshot!("lexical_unpruned", lexical_sql(3, 5, off));
+}
+
+#[test]
+fn long_query_scores_every_posting() {
+    snapshot!(
+        "lexical_long",
+        lexical_sql(MAX_PRUNED_TERMS + 1, 5, PRUNING)
+    );
 }
 
 #[test]
