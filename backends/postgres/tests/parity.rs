@@ -271,7 +271,7 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     assert_eq!(sqlite_index.len(), pg_index.len());
 
     let mut compared = 0;
-    // Searches with several terms (one runs on one connection, see `run_search`).
+    // Searches with several terms (one runs on one connection, see `search::transaction`).
     let mut several_terms = 0;
     for query in queries(&mut rng, query_count) {
         let embedding = match &embedder {

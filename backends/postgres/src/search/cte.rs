@@ -37,27 +37,29 @@ impl Ctes {
 
     /// Adds `select` as the CTE `name`.
     pub(crate) fn add(&mut self, name: &'static str, select: SelectStatement) -> Cte {
-        cte(&mut self.0, name, select);
+        self.0.cte(
+            CommonTableExpression::new()
+                .query(select)
+                .table_name(name)
+                .to_owned(),
+        );
         Cte(name)
     }
 
-    /// The clause itself, for builders outside the search that add to it by name.
-    pub(crate) fn clause(&mut self) -> &mut WithClause {
-        &mut self.0
+    /// Adds `select` as the CTE `name`, materialised: computed once however often it is
+    /// read.
+    pub(crate) fn add_materialized(&mut self, name: &'static str, select: SelectStatement) -> Cte {
+        self.0.cte(
+            CommonTableExpression::new()
+                .query(select)
+                .table_name(name)
+                .materialized(true)
+                .to_owned(),
+        );
+        Cte(name)
     }
 
     pub(crate) fn finish(self) -> WithClause {
         self.0
     }
-}
-
-/// Adds `select` to `with` as the CTE `name` (for the tie-break's CTEs, which keep their
-/// own names).
-pub(crate) fn cte(with: &mut WithClause, name: &'static str, select: SelectStatement) {
-    with.cte(
-        CommonTableExpression::new()
-            .query(select)
-            .table_name(name)
-            .to_owned(),
-    );
 }

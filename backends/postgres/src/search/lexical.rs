@@ -33,12 +33,26 @@ pub(crate) struct Pruning {
 /// is rare enough that reading all its terms' postings is the simple, exact answer.
 pub(super) const MAX_PRUNED_TERMS: usize = 256;
 
+/// How many terms a statement of `terms` query terms is shaped for: the next power of two.
+/// The pruned paths carry a column (and a scan or lookup) per term, so their text depends
+/// on the number of terms; shaped for a power of two, the per-connection statement cache
+/// holds at most one statement per power of two (9 up to [`MAX_PRUNED_TERMS`]) instead of
+/// one per term count. The terms past the query's own are no row of `l_idf`: their scans
+/// read nothing and their columns are NULL, which the fold adds as zero after every real
+/// term (`x + 0` is `x`), so the sums stay the core's bit for bit.
+fn shape_width(terms: usize) -> usize {
+    terms.checked_next_power_of_two().unwrap_or(terms)
+}
+
 /// One query's BM25 side as the path builders read it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LexicalQuery<'a> {
     pub names: &'a Names,
     pub user: &'a str,
+    /// The query terms (bound as one array).
     pub terms: &'a [String],
+    /// How many terms the statement is shaped for (see [`shape_width`]).
+    pub width: usize,
     pub statistics: Statistics,
     pub pool: usize,
     pub budget: i64,
@@ -58,8 +72,9 @@ pub(super) struct Scored {
 /// statement returning one row: the ranked memories as two arrays (see [`Ranked`]) and
 /// the path it took (see [`decode_lexical`]).
 ///
-/// Its text depends only on the number of terms, `top_k` and the pruning settings, and
-/// every value in it is bound, so the store runs it with a generic plan, planned once per
+/// Its text depends only on the power of two at or above the number of terms (see
+/// [`shape_width`]) and the pruning settings, and every value in it is bound (`top_k`
+/// too), so the store runs it with a generic plan, planned once per
 /// connection: planning it per search cost as much as executing the median search's BM25
 /// side (docs/BENCHMARKS.md). Its shape does not hinge on estimates: every term's postings
 /// are read through the index by laterals, correlated lookups or full joins of one term's
@@ -80,6 +95,7 @@ pub(crate) fn lexical(
         names,
         user,
         terms,
+        width: shape_width(terms.len()),
         statistics,
         pool: candidate_pool(top_k),
         budget: i64::try_from(pruning.budget).unwrap_or(i64::MAX),

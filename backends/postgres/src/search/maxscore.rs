@@ -116,7 +116,7 @@ fn first_stages(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte, r_ok: &st
         budget,
         ..
     } = *query;
-    let k = terms.len();
+    let k = query.width;
     // Every term within the budget: `c_part` already holds the full scores.
     let once = ctes.add(
         "l_once",
@@ -131,7 +131,7 @@ fn first_stages(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte, r_ok: &st
     let within_budget = format!("e.cum <= {budget}::int8 AND NOT {r_ok}");
     let c_part = match k {
         1..=MAX_UNROLLED_TERMS => {
-            let mut select = every_posting(names, user, split, terms, &within_budget);
+            let mut select = every_posting(names, user, split, terms, k, &within_budget);
             per_term_columns(&mut select, k, |i| format!("s{i}.v"));
             select
         }
@@ -222,7 +222,7 @@ fn gate_select(cut: Cte, essential: Cte) -> SelectStatement {
 /// and when the pruned terms' bounds are high beside the floor nearly every memory
 /// holding an essential term survives. Returns `c_ess`, `c_cut2` and `l_mode`.
 fn survivors(ctes: &mut Ctes, query: &LexicalQuery<'_>, stages: &Stages) -> ((Cte, Cte), Cte) {
-    let k = query.terms.len();
+    let k = query.width;
     let pruned = stages.pruned();
     let mut e2 = Query::select();
     e2.column("seq");
@@ -292,7 +292,7 @@ fn lookups(
     (survivors, cut2): (Cte, Cte),
     scored_by_lookups: &str,
 ) -> Cte {
-    let k = query.terms.len();
+    let k = query.width;
     // The pruned terms in one row (`pr{i}`, with `idf{i}` and `term{i}`; NULL for a term
     // no memory holds), so a lookup reads them as columns: one-time subqueries for each
     // of them cost more to plan than the rest of the statement.
@@ -348,13 +348,13 @@ fn every_score(
     pruned: Cte,
     rarest: Option<&RarestFirst>,
 ) -> SelectStatement {
-    let k = query.terms.len();
+    let k = query.width;
     let mut unpruned = match k {
         ..=MAX_UNROLLED_TERMS => Query::select()
             .column("seq")
             .expr_as(Expr::col("partial"), "score")
             .from_subquery(
-                every_posting(query.names, query.user, full, query.terms, "true"),
+                every_posting(query.names, query.user, full, query.terms, k, "true"),
                 "a",
             )
             .to_owned(),

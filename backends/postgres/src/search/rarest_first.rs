@@ -87,7 +87,10 @@ pub(super) fn two_terms(ctes: &mut Ctes, query: &LexicalQuery<'_>) -> Scored {
     scored
         .column("seq")
         .expr_as(Expr::col("partial"), "score")
-        .from_subquery(every_posting(names, user, full, terms, "true"), "a")
+        .from_subquery(
+            every_posting(names, user, full, terms, query.width, "true"),
+            "a",
+        )
         .union(
             UnionType::All,
             Query::select()
@@ -133,7 +136,7 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
         lookup_cost,
         ..
     } = *query;
-    let k = query.terms.len();
+    let k = query.width;
     // The rarest term, with the others' summed bounds (the next term's tail; none: 0).
     let term = ctes.add(
         "r_term",
@@ -182,7 +185,7 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
     );
     let mode = ctes.add(
         "r_mode",
-        mode_select(gate, term, candidates, k, lookup_cost),
+        mode_select(gate, term, candidates, query.terms.len(), lookup_cost),
     );
     let handles = RarestFirst {
         gate,
@@ -224,7 +227,8 @@ fn gate_select(seed: Cte, term: Cte, pool: usize) -> SelectStatement {
 /// `r_mode`: whether the lookups pay (their count times the other terms times
 /// `lookup_cost` within a full scan's postings). Counting stops one past the most
 /// candidates whose lookups would pay: when there are more, the rest of the list is never
-/// read.
+/// read. The number of other terms is bound (the statement's shape is the same for
+/// several term counts).
 fn mode_select(
     gate: Cte,
     term: Cte,
@@ -232,21 +236,30 @@ fn mode_select(
     k: usize,
     lookup_cost: u64,
 ) -> SelectStatement {
-    let others = k - 1;
+    // Exact in f64 for any term count a query can have, as it was when written inline.
+    let others = (k - 1) as f64;
     let pays = match lookup_cost {
-        0 => "g.ok".to_owned(),
-        cost => format!(
-            "g.ok AND (SELECT count(*) FROM (SELECT 1 FROM {candidates} LIMIT (SELECT \
-             floor(t.all_df::float8 / ({others}::float8 * {cost}::float8))::int8 + 1 \
-             FROM {term} t)) z)::float8 * {others}::float8 * {cost}::float8 \
-             <= e.all_df::float8"
+        0 => Expr::cust("g.ok"),
+        cost => Expr::cust_with_values(
+            format!(
+                "g.ok AND (SELECT count(*) FROM (SELECT 1 FROM {candidates} LIMIT (SELECT \
+                 floor(t.all_df::float8 / ($1::float8 * {cost}::float8))::int8 + 1 \
+                 FROM {term} t)) z)::float8 * $2::float8 * {cost}::float8 \
+                 <= e.all_df::float8"
+            ),
+            [others, others],
         ),
     };
     Query::select()
-        .expr_as(Expr::cust(pays), "lookup")
+        .expr_as(pays, "lookup")
         .from_as(gate.name(), "g")
         .cross_join(TableRef::from(term.name()).alias("e"))
         .to_owned()
+}
+
+/// The OFFSET of the `n`-th row (at least the first), as a bound value.
+fn offset(n: usize) -> i64 {
+    i64::try_from(sql_count(n) - 1).unwrap_or(i64::MAX)
 }
 
 /// What a lookup stage reads: the rare term (`r_term`) and every term's idf and text in
@@ -304,11 +317,12 @@ fn staged_lookups(
     // The stages split the candidates by score: the first holds the best `first` (and
     // their ties), the second the next `second`; no such score: the stages before hold
     // every candidate. Two top-N heaps over the candidates, not a sort of all of them.
+    // Offsets are bound, as every count that depends on `top_k`: the text stays one.
     let nth_best = |n: usize| {
-        Expr::cust(format!(
-            "(SELECT score FROM {candidates} ORDER BY score DESC LIMIT 1 OFFSET {})",
-            sql_count(n) - 1
-        ))
+        Expr::cust_with_values(
+            format!("(SELECT score FROM {candidates} ORDER BY score DESC LIMIT 1 OFFSET $1)"),
+            [offset(n)],
+        )
     };
     let edges = ctes.add(
         "r_edges",
@@ -327,44 +341,53 @@ fn staged_lookups(
             term.scalar("rest")
         )
     };
-    // The pool-th best full score the stages so far have found (none: fewer than a pool).
+    // The pool-th best full score the stages so far have found (none: fewer than a
+    // pool), its offset bound as `$1`.
     let floor_of = |stages: &[Cte]| {
         let scores: Vec<String> = stages
             .iter()
             .map(|stage| format!("SELECT score FROM {stage}"))
             .collect();
         format!(
-            "(SELECT u.score FROM ({}) u ORDER BY u.score DESC LIMIT 1 OFFSET {})",
+            "(SELECT u.score FROM ({}) u ORDER BY u.score DESC LIMIT 1 OFFSET $1)",
             scores.join(" UNION ALL "),
-            sql_count(pool) - 1
         )
     };
-    let stage = |condition: String| {
+    let stage = |condition: String, values: Vec<i64>| {
         lookups.scored(
             Query::select()
                 .columns(["seq", "score"])
                 .from(candidates.name())
-                .and_where(Expr::cust(format!("{looks_up} AND {condition}")))
+                .and_where(Expr::cust_with_values(
+                    format!("{looks_up} AND {condition}"),
+                    values,
+                ))
                 .to_owned(),
         )
     };
     let s1 = ctes.add(
         "r_s1",
-        stage(format!("score >= COALESCE({edge1}, '-Infinity'::float8)")),
+        stage(
+            format!("score >= COALESCE({edge1}, '-Infinity'::float8)"),
+            Vec::new(),
+        ),
     );
     let s2 = ctes.add(
         "r_s2",
-        stage(format!(
-            "score < {edge1} AND score >= COALESCE({edge2}, '-Infinity'::float8) AND {}",
-            reaches(&floor_of(&[s1]))
-        )),
+        stage(
+            format!(
+                "score < {edge1} AND score >= COALESCE({edge2}, '-Infinity'::float8) AND {}",
+                reaches(&floor_of(&[s1]))
+            ),
+            vec![offset(pool)],
+        ),
     );
     let s3 = ctes.add(
         "r_s3",
-        stage(format!(
-            "score < {edge2} AND {}",
-            reaches(&floor_of(&[s1, s2]))
-        )),
+        stage(
+            format!("score < {edge2} AND {}", reaches(&floor_of(&[s1, s2]))),
+            vec![offset(pool)],
+        ),
     );
     let mut staged = Query::select()
         .columns(["seq", "score"])

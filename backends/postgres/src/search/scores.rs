@@ -69,7 +69,8 @@ fn one_term_scores(
 
 /// `(seq, partial)`: every memory holding a query term of `source` (aliased `e`, with
 /// `ord`, `idf` and whatever `guard` reads) whose row passes `guard`, with the sum of
-/// those terms' scores; each term's own score is `s{ord}.v`. One scan per term,
+/// those terms' scores; each term's own score is `s{ord}.v`, for `width` terms (those past
+/// `terms` read nothing: `source` has no row with their `ord`). One scan per term,
 /// full-joined on the memory: grouping every posting by memory instead (a hash aggregate
 /// with one column per term) took three times as long on common terms, and spilled.
 pub(super) fn every_posting(
@@ -77,17 +78,19 @@ pub(super) fn every_posting(
     user: &str,
     source: Cte,
     terms: &[String],
+    width: usize,
     guard: &str,
 ) -> SelectStatement {
     let mut select = Query::select();
-    let seqs: Vec<String> = (1..=terms.len()).map(|i| format!("s{i}.seq")).collect();
+    let seqs: Vec<String> = (1..=width).map(|i| format!("s{i}.seq")).collect();
     select
         .expr_as(Expr::cust(format!("COALESCE({})", seqs.join(", "))), "seq")
         .expr_as(
-            Expr::cust(fold((1..=terms.len()).map(|i| format!("s{i}.v")))),
+            Expr::cust(fold((1..=width).map(|i| format!("s{i}.v")))),
             "partial",
         );
-    for (i, term) in terms.iter().enumerate() {
+    for i in 0..width {
+        let term = terms.get(i).map_or("", String::as_str);
         let scan = one_term_scores(names, user, source, term, i + 1, guard);
         match i {
             0 => select.from_subquery(scan, "s1"),
