@@ -296,6 +296,30 @@ impl Lookups<'_> {
     }
 }
 
+/// `r_edges` (e1, e2): the scores that split the candidates into stages. The first holds
+/// the best `FIRST_STAGE` pools (and their ties), the second the next `SECOND_STAGE`; no
+/// such score: the stages before hold every candidate. Two top-N heaps over the
+/// candidates, not a sort of all of them. The offsets are bound, as every count that
+/// depends on `top_k`, so the text is one for every pool.
+fn stage_edges(rarest: &RarestFirst, pool: usize) -> SelectStatement {
+    let (first, second) = (
+        pool.saturating_mul(FIRST_STAGE),
+        pool.saturating_mul(SECOND_STAGE),
+    );
+    let candidates = rarest.candidates;
+    let nth_best = |n: usize| {
+        Expr::cust_with_values(
+            format!("(SELECT score FROM {candidates} ORDER BY score DESC LIMIT 1 OFFSET $1)"),
+            [offset(n)],
+        )
+    };
+    Query::select()
+        .expr_as(nth_best(first), "e1")
+        .expr_as(nth_best(first.saturating_add(second)), "e2")
+        .and_where(Expr::cust(rarest.looks_up()))
+        .to_owned()
+}
+
 /// The lookups in stages, best candidates first (`r_scored`): each stage's full scores
 /// raise the floor under the pool-th best full score (adding terms only raises a score),
 /// so the next stage reads only the candidates whose score for the rare term plus the
@@ -308,30 +332,9 @@ fn staged_lookups(
     lookups: &Lookups<'_>,
     pool: usize,
 ) -> Cte {
-    let (first, second) = (
-        pool.saturating_mul(FIRST_STAGE),
-        pool.saturating_mul(SECOND_STAGE),
-    );
     let candidates = rarest.candidates;
     let looks_up = rarest.looks_up();
-    // The stages split the candidates by score: the first holds the best `first` (and
-    // their ties), the second the next `second`; no such score: the stages before hold
-    // every candidate. Two top-N heaps over the candidates, not a sort of all of them.
-    // Offsets are bound, as every count that depends on `top_k`: the text stays one.
-    let nth_best = |n: usize| {
-        Expr::cust_with_values(
-            format!("(SELECT score FROM {candidates} ORDER BY score DESC LIMIT 1 OFFSET $1)"),
-            [offset(n)],
-        )
-    };
-    let edges = ctes.add(
-        "r_edges",
-        Query::select()
-            .expr_as(nth_best(first), "e1")
-            .expr_as(nth_best(first.saturating_add(second)), "e2")
-            .and_where(Expr::cust(looks_up.clone()))
-            .to_owned(),
-    );
+    let edges = ctes.add("r_edges", stage_edges(rarest, pool));
     let (edge1, edge2) = (edges.scalar("e1"), edges.scalar("e2"));
     // Kept: at least `floor - rest` (and, as every candidate, `cut - rest`).
     let term = lookups.term;
