@@ -14,16 +14,15 @@ use cortex_core::{
     MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
 };
 use deadpool_postgres::{GenericClient, Pool};
-use futures_util::FutureExt;
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
 
 use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
-use crate::dense::{self, DensePlan, check_hnsw_dimension, ensure_hnsw_index};
+use crate::dense::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
-use crate::lexical_paths::{LexicalPath, LexicalPaths, PathCounters, RarestFirstLookups};
+use crate::lexical_paths::{LexicalPaths, PathCounters, RarestFirstLookups};
 use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::schema::{Names, ServerInfo, migrate};
@@ -281,412 +280,63 @@ impl PostgresStore {
         };
         let plan = self.plan(user, signature.dimension).await?;
         let unit = normalized(&request.embedding);
-        let (rows, ..) = self.run_search(plan, user, &unit, request, true).await?;
-        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        self.search_of(plan, user, &unit, request).explain().await
     }
 
-    /// Runs one search in one read-only snapshot, in two round trips (one without query
-    /// terms): the BM25 statement, then the fused one; with several terms and a spare
-    /// connection, the dense statement on it beside the BM25 one, then the fused one. With
-    /// `explain`, always on one connection, the rows are the statements' plans instead
-    /// (EXPLAIN ANALYZE, the BM25 one's first).
-    async fn run_search(
-        &self,
+    /// One search as the pushdown runs it (see [`search::Search`]).
+    fn search_of<'a>(
+        &'a self,
         plan: DensePlan,
-        user: &str,
-        unit: &[f32],
-        request: &SearchRequest,
-        explain: bool,
-    ) -> Result<(Vec<tokio_postgres::Row>, LexicalPath, RarestFirstLookups), StoreError> {
-        let names = self.names();
-        let lexical = search::lexical(
-            names,
+        user: &'a str,
+        unit: &'a [f32],
+        request: &'a SearchRequest,
+    ) -> search::Search<'a> {
+        search::Search {
+            store: search::Store {
+                names: &self.inner.names,
+                config: &self.inner.config,
+                pool: &self.inner.pool,
+                iterative_scan: self.inner.server.iterative_scan,
+            },
+            plan,
             user,
-            &request.terms,
-            request.top_k,
-            search::Pruning {
-                budget: self.inner.config.prune_budget,
-                lookup_cost: self.inner.config.lookup_cost,
-            },
-        );
-        let explained = |built: &sql::Built| match explain {
-            true => format!("EXPLAIN (ANALYZE, BUFFERS) {}", built.0),
-            false => built.0.clone(),
-        };
-        let pool_size = cortex_core::candidate_pool(request.top_k);
-        let client = self.client().await?;
-        // The settings must hold for these statements only (SET LOCAL: a pooled
-        // connection is reused), and SET LOCAL needs a transaction. BEGIN, the settings,
-        // a statement (and COMMIT after the last) go out together as one pipelined batch:
-        // one round trip. Each future sends its message on its first poll, and join polls
-        // them in order.
-        //
-        // The fused statement always gets a custom plan: prepared once per connection, it
-        // may after a few runs switch to a generic plan, which knows neither the user's
-        // size nor the query vector; forced generic at 100k memories, it joined the fused
-        // rows to every memory by a sequential hash join (one-term searches took 100-113
-        // ms, docs/BENCHMARKS.md). In HNSW mode the planner chooses between the index's
-        // ordered scan and reading the user's rows by (user, seq) and sorting them: for a
-        // user with few memories among many the latter is both exact and faster. (Forcing
-        // the index with enable_sort=off was tried: it also turned the BM25 side into a
-        // full postings scan.)
-        let settings_sql = match (plan.is_hnsw(), self.inner.server.iterative_scan) {
-            (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
-            (true, true) => {
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                     set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'strict_order', true)"
-            }
-            (true, false) => {
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                     set_config('hnsw.ef_search', $1, true)"
-            }
-        };
-        let settings = client.prepare_cached(settings_sql).await.map_err(pg_err)?;
-        let ef = match self.inner.config.ef_search {
-            Some(ef) => ef.clamp(1, 1000),
-            None => dense::ef_search(dense::hnsw_candidates(pool_size)),
+            unit,
+            request,
         }
-        .to_string();
-        let ef_param: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef];
-        let settings_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = match plan.is_hnsw() {
-            true => &ef_param,
-            false => &[],
+    }
+
+    /// [`MemoryStore::search`]: the pushdown, its counters and the live count it saw.
+    async fn pushdown(
+        &self,
+        user: &str,
+        request: &SearchRequest,
+    ) -> StoreResult<Vec<ScoredMemory>> {
+        if request.top_k == 0 {
+            return Ok(Vec::new());
+        }
+        let Some(signature) = self.known_signature().await? else {
+            return Ok(Vec::new());
         };
-        let fused = |dense: search::DenseSide<'_>, lexical: &search::Ranked| {
-            search::fused(names, user, request.top_k, dense, lexical)
-        };
-        let Some(lexical) = lexical else {
-            // No query terms: no BM25 side, one statement.
-            let built = fused(
-                search::DenseSide::Inline {
-                    plan,
-                    unit_query: unit,
-                },
-                &search::Ranked::default(),
-            );
-            let statement = client
-                .prepare_cached(&explained(&built))
-                .await
-                .map_err(pg_err)?;
-            let params = built.1.as_params();
-            let (begin, set, found, commit) = futures_util::join!(
-                client.batch_execute("BEGIN"),
-                client.query(&settings, settings_params),
-                client.query(&statement, &params),
-                client.batch_execute("COMMIT"),
-            );
-            begin.map_err(pg_err)?;
-            set.map_err(pg_err)?;
-            let found = found.map_err(pg_err)?;
-            commit.map_err(pg_err)?;
-            return Ok((found, LexicalPath::Once, RarestFirstLookups::default()));
-        };
-        // One read-only snapshot for both sides: a write between them could otherwise
-        // leave a memory ranked by one side and missing from the other. The BM25
-        // statement's text depends only on the number of terms and the settings, and its
-        // plan's shape not on estimates (see `search::lexical`): planned once per
-        // connection instead of per search. With several terms, when a second connection
-        // is free, the dense side runs on it beside the BM25 side, and the fused statement
-        // reads both sides' ranks; otherwise (and for one term, whose impact-ordered BM25
-        // side costs less than the second connection's extra round trip and snapshot
-        // export, docs/BENCHMARKS.md) the fused statement searches the dense side itself,
-        // after the BM25 side.
-        let open = EndOnDrop::new(&client);
-        let second = match !explain && self.inner.config.parallel_search && request.terms.len() > 1
-        {
-            true => self.spare_client().await,
-            false => None,
-        };
-        let sides = Sides {
-            lexical: &lexical,
-            settings: settings_sql,
-            settings_params,
-        };
-        let ranked = match &second {
-            Some(second) => {
-                let dense = search::dense(names, plan, user, unit, request.top_k);
-                sides.side_by_side(&client, second, &dense).await
-            }
-            None => sides.lexical_only(&client, explain).await,
-        };
-        // Back to the pool before the fusion: the next search finds it free.
-        drop(second);
-        let done = match ranked {
-            Ok(ranked) => ranked,
-            Err(e) => {
-                // Ends the transaction on this pooled connection whatever failed; the
-                // error to report is the first.
-                let _ = client.batch_execute("ROLLBACK").await;
-                open.ended();
-                return Err(e);
-            }
-        };
-        let built = match &done.dense {
-            Some(dense) => fused(search::DenseSide::Ranked(dense), &done.lexical),
-            None => fused(
-                search::DenseSide::Inline {
-                    plan,
-                    unit_query: unit,
-                },
-                &done.lexical,
-            ),
-        };
-        let statement = match client.prepare_cached(&explained(&built)).await {
-            Ok(statement) => statement,
-            Err(e) => {
-                let _ = client.batch_execute("ROLLBACK").await;
-                open.ended();
-                return Err(pg_err(e));
-            }
-        };
-        let params = built.1.as_params();
-        // Reading two sides' ranks, the fused statement keeps the transaction's generic
-        // plan (one shape whatever the values; planning it per search cost 0.3 ms, ten
-        // times its generic planning); searching the dense side, it needs the settings.
-        let (set, found, commit) = futures_util::join!(
-            async {
-                match done.dense {
-                    Some(_) => Ok(Vec::new()),
-                    None => client.query(&settings, settings_params).await,
-                }
-            },
-            client.query(&statement, &params),
-            client.batch_execute("COMMIT"),
-        );
-        open.ended();
-        set.map_err(pg_err)?;
-        let found = found.map_err(pg_err)?;
-        commit.map_err(pg_err)?;
-        if done.dense.is_some() {
+        validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
+        let unit = normalized(&request.embedding);
+        let plan = self.plan(user, signature.dimension).await?;
+        let found = self.search_of(plan, user, &unit, request).run().await?;
+        let mut out = Vec::with_capacity(found.rows.len());
+        let mut live = None;
+        for row in &found.rows {
+            let (hit, count) = search::decode(row)?;
+            live = count.or(live);
+            out.push(hit);
+        }
+        if found.parallel {
             self.inner.parallel_searches.fetch_add(1, Ordering::Relaxed);
         }
-        let mut plans = done.plans;
-        plans.extend(found);
-        Ok((plans, done.path, done.lookups))
-    }
-
-    /// A second pooled connection if the pool has one to spare right now (idle, or a new
-    /// one while the pool is below its size), else `None`. Never waits for one to come
-    /// free: a search holding one connection while waiting for another could, under load,
-    /// leave every search waiting on every other. A failed connect is no error: the search
-    /// then runs on one connection.
-    async fn spare_client(&self) -> Option<deadpool_postgres::Object> {
-        self.inner.pool.spare().await
-    }
-}
-
-/// Ends the transaction a search opened on a pooled connection when the search is dropped
-/// before it does (its caller gave up midway, e.g. a cancelled request): a ROLLBACK queued
-/// behind whatever is still in flight, before the connection goes back to the pool, so
-/// that the next caller on it is not inside this read-only snapshot.
-struct EndOnDrop<'a> {
-    client: &'a deadpool_postgres::Object,
-    armed: bool,
-}
-
-impl<'a> EndOnDrop<'a> {
-    fn new(client: &'a deadpool_postgres::Object) -> Self {
-        Self {
-            client,
-            armed: true,
+        self.inner.lexical_paths.record(found.path, found.lookups);
+        if let Some(n) = live {
+            self.remember_live_count(user, u64::try_from(n).unwrap_or(0));
         }
+        Ok(out)
     }
-
-    /// The search ended its transaction itself (its COMMIT or ROLLBACK went out).
-    fn ended(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for EndOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            // One poll is enough: tokio-postgres queues a request on its first poll, and
-            // the connection sends it in order whether or not its reply is awaited.
-            let _ = self.client.batch_execute("ROLLBACK").now_or_never();
-        }
-    }
-}
-
-/// The ranked sides of one search with query terms, before their fusion (see
-/// `run_search`).
-struct Sides<'a> {
-    lexical: &'a sql::Built,
-    /// The dense statement's settings (see `run_search`).
-    settings: &'a str,
-    settings_params: &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
-}
-
-/// What [`Sides`] found.
-struct Ranked {
-    lexical: search::Ranked,
-    path: LexicalPath,
-    lookups: RarestFirstLookups,
-    /// The dense side, when it ran on a second connection.
-    dense: Option<search::Ranked>,
-    /// The BM25 statement's plan, with `explain`.
-    plans: Vec<tokio_postgres::Row>,
-}
-
-/// The BM25 statement's generic plan (see `run_search`), set for its transaction.
-const GENERIC_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
-/// The same, and the transaction's snapshot exported for a second connection to share.
-const GENERIC_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
-     'force_generic_plan', true), pg_export_snapshot()";
-const READ_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
-
-impl Sides<'_> {
-    /// Opens the read-only snapshot on `client`, which the caller ends, and runs the BM25
-    /// side there (with `explain`, also its plan, with its generic plan as it ran).
-    async fn lexical_only(
-        &self,
-        client: &deadpool_postgres::Object,
-        explain: bool,
-    ) -> Result<Ranked, StoreError> {
-        let lexical = client
-            .prepare_cached(&self.lexical.0)
-            .await
-            .map_err(pg_err)?;
-        let generic = client.prepare_cached(GENERIC_PLAN).await.map_err(pg_err)?;
-        let params = self.lexical.1.as_params();
-        let (begin, set, found) = futures_util::join!(
-            client.batch_execute(READ_SNAPSHOT),
-            client.query(&generic, &[]),
-            client.query_one(&lexical, &params),
-        );
-        begin.map_err(pg_err)?;
-        set.map_err(pg_err)?;
-        let (ranked, path, lookups) = search::decode_lexical(&found.map_err(pg_err)?)?;
-        let mut plans = Vec::new();
-        if explain {
-            plans = explain_generic(client, &lexical, self.lexical).await?;
-        }
-        Ok(Ranked {
-            lexical: ranked,
-            path,
-            lookups,
-            dense: None,
-            plans,
-        })
-    }
-
-    /// Opens the read-only snapshot on `client`, which the caller ends, runs the BM25 side
-    /// there and, as soon as the snapshot is exported, the `dense` statement on `second`
-    /// in the same snapshot, in a transaction of its own that ends here.
-    async fn side_by_side(
-        &self,
-        client: &deadpool_postgres::Object,
-        second: &deadpool_postgres::Object,
-        dense: &sql::Built,
-    ) -> Result<Ranked, StoreError> {
-        let lexical = client
-            .prepare_cached(&self.lexical.0)
-            .await
-            .map_err(pg_err)?;
-        let exported = client
-            .prepare_cached(GENERIC_PLAN_EXPORTED)
-            .await
-            .map_err(pg_err)?;
-        let dense_statement = second.prepare_cached(&dense.0).await.map_err(pg_err)?;
-        let settings = second.prepare_cached(self.settings).await.map_err(pg_err)?;
-        let lexical_params = self.lexical.1.as_params();
-        let dense_params = dense.1.as_params();
-        // The BM25 statement goes out right behind the export; the dense side waits only
-        // for the snapshot's name. join! polls in order, so BEGIN, the export and the
-        // BM25 statement are sent in that order.
-        // Err: the export failed (on `client`); Ok(Err): the dense side failed (on
-        // `second`), which may only follow from a failure on `client` (an aborted
-        // exporting transaction's snapshot can no longer be imported), so `client`'s
-        // errors are reported first.
-        let dense_side = async {
-            let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
-            let snapshot: String = get(&row, 1)?;
-            // A snapshot's name is hex digits and dashes; it is written into the command
-            // (SET TRANSACTION SNAPSHOT takes no parameter).
-            if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-                return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
-            }
-            // Its transaction ends in the same round trip: COMMIT of a failed one rolls
-            // it back, so the connection goes back to the pool clean either way.
-            let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
-            let (begin, set, found, commit) = futures_util::join!(
-                second.batch_execute(&begin),
-                second.query(&settings, self.settings_params),
-                second.query_one(&dense_statement, &dense_params),
-                second.batch_execute("COMMIT"),
-            );
-            let on_second = || {
-                begin.map_err(pg_err)?;
-                set.map_err(pg_err)?;
-                let found = found.map_err(pg_err)?;
-                commit.map_err(pg_err)?;
-                search::decode_dense(&found)
-            };
-            Ok(on_second())
-        };
-        let (begin, dense_ranked, lexical_found) = futures_util::join!(
-            client.batch_execute(READ_SNAPSHOT),
-            dense_side,
-            client.query_one(&lexical, &lexical_params),
-        );
-        begin.map_err(pg_err)?;
-        let dense_ranked = dense_ranked?;
-        let (ranked, path, lookups) = search::decode_lexical(&lexical_found.map_err(pg_err)?)?;
-        let dense_ranked = dense_ranked?;
-        Ok(Ranked {
-            lexical: ranked,
-            path,
-            lookups,
-            dense: Some(dense_ranked),
-            plans: Vec::new(),
-        })
-    }
-}
-
-/// EXPLAIN ANALYZE of `built` (prepared as `statement`) as the search runs it, with its
-/// generic plan: EXPLAIN of a statement with bound values would plan it for them, so it is
-/// prepared by name with the types the server inferred and executed with the values as
-/// literals.
-async fn explain_generic(
-    client: &deadpool_postgres::Object,
-    statement: &tokio_postgres::Statement,
-    built: &sql::Built,
-) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let name = format!("cortex_explain_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    let types: Vec<&str> = statement.params().iter().map(|t| t.name()).collect();
-    let values: Vec<String> = built
-        .1
-        .0
-        .iter()
-        .map(|v| sea_query::QueryBuilder::value_to_string(&sea_query::PostgresQueryBuilder, &v.0))
-        .collect();
-    client
-        .batch_execute(&format!(
-            "PREPARE {name} ({}) AS {}",
-            types.join(", "),
-            built.0
-        ))
-        .await
-        .map_err(pg_err)?;
-    let plans = client
-        .query(
-            &format!(
-                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name} ({})",
-                values.join(", ")
-            ),
-            &[],
-        )
-        .await
-        .map_err(pg_err)?;
-    // (After a failure the transaction is aborted and the caller rolls it back; the
-    // name, never reused, stays prepared on that connection.)
-    client
-        .batch_execute(&format!("DEALLOCATE {name}"))
-        .await
-        .map_err(pg_err)?;
-    Ok(plans)
 }
 
 pub(crate) async fn read_signature<C: GenericClient>(
@@ -1096,28 +746,7 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
-        if request.top_k == 0 {
-            return Ok(Vec::new());
-        }
-        let Some(signature) = self.known_signature().await? else {
-            return Ok(Vec::new());
-        };
-        validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
-        let unit = normalized(&request.embedding);
-        let plan = self.plan(user, signature.dimension).await?;
-        let (found, path, lookups) = self.run_search(plan, user, &unit, request, false).await?;
-        let mut out = Vec::with_capacity(found.len());
-        let mut live = None;
-        for row in &found {
-            let (hit, count) = search::decode(row)?;
-            live = count.or(live);
-            out.push(hit);
-        }
-        self.inner.lexical_paths.record(path, lookups);
-        if let Some(n) = live {
-            self.remember_live_count(user, u64::try_from(n).unwrap_or(0));
-        }
-        Ok(out)
+        self.pushdown(user, request).await
     }
 
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {

@@ -14,22 +14,34 @@
 //! one exact score per distinct tied embedding plus two key lookups per tied candidate.
 
 use pgvector::Vector;
-use sea_query::{CommonTableExpression, Expr, JoinType, Order, Query, WithClause};
+use sea_query::{Expr, JoinType, Order, Query};
 
 use crate::schema::Names;
-use crate::search::cte;
+use crate::search::{Cte, Ctes};
 
-/// Adds the CTEs that rank `d_cand` (`seq`, `dist`: the exact-mode candidates, a superset
-/// of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
+/// Adds the CTEs that rank `candidates` (`seq`, `dist`: the exact-mode candidates, a
+/// superset of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
 /// `pool`, 1-based. Runs of candidates whose consecutive distances lie within `margin` are
 /// ordered by the core's score, then by sequence; between runs pgvector's order is the
 /// core's.
-pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margin: f64, pool: u64) {
-    let memories = names.q("memories");
-    let unit_dot = names.q("cortex_unit_dot");
-    let probe = Vector::from(probe(query.as_slice().len()));
-    cte(
-        with,
+pub(crate) fn ranked(
+    ctes: &mut Ctes,
+    names: &Names,
+    candidates: Cte,
+    query: &Vector,
+    margin: f64,
+    pool: u64,
+) -> Cte {
+    let runs = runs(ctes, candidates, margin);
+    let keyed = keyed(ctes, names, runs, query);
+    let first = first_scores(ctes, names, keyed, query);
+    scored(ctes, names, keyed, first, query, pool)
+}
+
+/// `d_runs` (seq, dist, run): the candidates numbered by run, a run being consecutive
+/// candidates whose distances lie within `margin` of each other.
+fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
+    let gaps = ctes.add(
         "d_gaps",
         Query::select()
             .columns(["seq", "dist"])
@@ -41,13 +53,12 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 ),
                 "step",
             )
-            .from("d_cand")
+            .from(candidates.name())
             .to_owned(),
     );
     // (dist, seq) is unique, so a ROWS frame sums the same as the default RANGE one, and
     // does not look for peers.
-    cte(
-        with,
+    ctes.add(
         "d_runs",
         Query::select()
             .columns(["seq", "dist"])
@@ -55,13 +66,19 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 Expr::cust("sum(step) OVER (ORDER BY dist, seq ROWS UNBOUNDED PRECEDING)"),
                 "run",
             )
-            .from("d_gaps")
+            .from(gaps.name())
             .to_owned(),
-    );
+    )
+}
+
+/// `d_keyed` (seq, dist, run, probe): each candidate with its grouping key (the probe's
+/// inner product) when its run has more than one member.
+fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
+    let memories = names.q("memories");
+    let probe = Vector::from(probe(query.as_slice().len()));
     // Only runs of more than one need the exact score; their members get the key, each
     // through a keyed lookup (a join could read every candidate's embedding).
-    cte(
-        with,
+    ctes.add(
         "d_keyed",
         Query::select()
             .columns([("r", "seq"), ("r", "dist"), ("r", "run")])
@@ -76,15 +93,21 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 ),
                 "probe",
             )
-            .from_as("d_runs", "r")
+            .from_as(runs.name(), "r")
             .to_owned(),
-    );
+    )
+}
+
+/// `d_first` (run, dist, probe, seq, embedding, score): each key's first member, scored
+/// by the core's own cosine.
+fn first_scores(ctes: &mut Ctes, names: &Names, keyed: Cte, query: &Vector) -> Cte {
+    let unit_dot = names.q("cortex_unit_dot");
     // One exact score per key: its first member's. Materialised, so each is computed
     // once, not once per row it is joined to; the lateral lookup stays a keyed one.
     let firsts = Query::select()
         .columns(["run", "dist", "probe"])
         .expr_as(Expr::cust("min(seq)"), "seq")
-        .from("d_keyed")
+        .from(keyed.name())
         .and_where(Expr::cust("probe IS NOT NULL"))
         .group_by_columns(["run", "dist", "probe"])
         .to_owned();
@@ -101,24 +124,32 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
         .and_where(Expr::cust("m.seq = f.seq"))
         .offset(0)
         .to_owned();
-    with.cte(
-        CommonTableExpression::new()
-            .query(
-                Query::select()
-                    .columns([("f", "run"), ("f", "dist"), ("f", "probe"), ("f", "seq")])
-                    .columns([("x", "embedding"), ("x", "score")])
-                    .from_subquery(firsts, "f")
-                    .join_lateral(JoinType::InnerJoin, exact, "x", Expr::cust("true"))
-                    .to_owned(),
-            )
-            .table_name("d_first")
-            .materialized(true)
+    ctes.add_materialized(
+        "d_first",
+        Query::select()
+            .columns([("f", "run"), ("f", "dist"), ("f", "probe"), ("f", "seq")])
+            .columns([("x", "embedding"), ("x", "score")])
+            .from_subquery(firsts, "f")
+            .join_lateral(JoinType::InnerJoin, exact, "x", Expr::cust("true"))
             .to_owned(),
-    );
+    )
+}
+
+/// `d_scored` (seq, run, score) and `dense` (seq, rnk): every tied candidate's exact
+/// score, then the best `pool` ranked.
+fn scored(
+    ctes: &mut Ctes,
+    names: &Names,
+    keyed: Cte,
+    first: Cte,
+    query: &Vector,
+    pool: u64,
+) -> Cte {
+    let memories = names.q("memories");
+    let unit_dot = names.q("cortex_unit_dot");
     // Every tied candidate: its key's score when its embedding is that key's, else its
     // own (a key collision).
-    cte(
-        with,
+    let scored = ctes.add(
         "d_scored",
         Query::select()
             .columns([("k", "seq"), ("k", "run")])
@@ -135,17 +166,16 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 ),
                 "score",
             )
-            .from_as("d_keyed", "k")
+            .from_as(keyed.name(), "k")
             .join_as(
                 JoinType::LeftJoin,
-                "d_first",
+                first.name(),
                 "f",
                 Expr::cust("f.run = k.run AND f.dist = k.dist AND f.probe = k.probe"),
             )
             .to_owned(),
     );
-    cte(
-        with,
+    ctes.add(
         "dense",
         Query::select()
             .column("seq")
@@ -153,13 +183,13 @@ pub(crate) fn ranked(with: &mut WithClause, names: &Names, query: &Vector, margi
                 Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
                 "rnk",
             )
-            .from("d_scored")
+            .from(scored.name())
             .order_by("run", Order::Asc)
             .order_by("score", Order::Desc)
             .order_by("seq", Order::Asc)
             .limit(pool)
             .to_owned(),
-    );
+    )
 }
 
 /// A fixed vector of `dimension` components in [-1, 1], different at every position, so

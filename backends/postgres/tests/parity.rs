@@ -270,7 +270,7 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     assert_eq!(sqlite_index.len(), pg_index.len());
 
     let mut compared = 0;
-    // Searches with several terms (one runs on one connection, see `run_search`).
+    // Searches with several terms (one runs on one connection, see `search::transaction`).
     let mut several_terms = 0;
     for query in queries(&mut rng, query_count) {
         let embedding = match &embedder {
@@ -420,4 +420,114 @@ async fn odd_dimension_exercises_the_lane_tail() {
     let mut rng = Rng(5);
     let embedder = clustered(&mut rng, 13, 3);
     run_parity("dim13", 3, 200, embedder, 20).await;
+}
+
+/// A query of `count` distinct terms: numbers (kept by the tokenizer, never stemmed),
+/// spread over the corpus's numbers and beyond it.
+fn numbers_query(count: usize) -> String {
+    (0..count)
+        .map(|i| (i * 7 % 6007).to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A query of as many numbers as fit in `bytes` of UTF-8.
+fn numbers_query_of_bytes(bytes: usize) -> String {
+    let mut query = String::new();
+    for i in 0.. {
+        let next = i.to_string();
+        if query.len() + next.len() + 1 > bytes {
+            break;
+        }
+        if !query.is_empty() {
+            query.push(' ');
+        }
+        query.push_str(&next);
+    }
+    query
+}
+
+/// Long queries: hundreds to thousands of distinct terms (a query of 32 KiB of numbers has
+/// several thousand), each answered by the pushdown exactly as in process, with the dense
+/// side on a second connection and inline on one, at every prune budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_queries_match_in_process() {
+    let tag = "longq";
+    if let Some(reason) = support::unavailable().await {
+        eprintln!("SKIPPED parity {tag}: {reason}");
+        return;
+    }
+    let schema = TestSchema::new(tag, true, DenseMode::Exact).await;
+    let pg = schema.store().await;
+    let mut stores = vec![("default, two connections".to_owned(), schema.store().await)];
+    stores.push((
+        "default, one connection".to_owned(),
+        PostgresStore::connect(PostgresConfig {
+            pool_size: 1,
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+        })
+        .await
+        .unwrap(),
+    ));
+    for (budget, lookup_cost) in [(0, 0), (50, 0), (400, 0), (50, u64::MAX)] {
+        let config = PostgresConfig {
+            prune_budget: budget,
+            lookup_cost,
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+        };
+        stores.push((
+            format!("prune budget {budget}, lookup cost {lookup_cost}"),
+            PostgresStore::connect(config).await.unwrap(),
+        ));
+    }
+    let fake = FakeProvider::new(64);
+    let signature = EmbeddingSignature::new("parity", 64);
+    let user = format!("parity-{tag}");
+    let mut rng = Rng(23);
+    let words: Vec<&str> = VOCABULARY.split_whitespace().collect();
+    for _ in 0..300 {
+        let mut parts: Vec<String> = (0..(3 + rng.below(12)))
+            .map(|_| (rng.zipf(6000)).to_string())
+            .collect();
+        parts.extend((0..(2 + rng.below(6))).map(|_| words[rng.zipf(words.len())].to_owned()));
+        let text = parts.join(" ");
+        let new = NewMemory::new(&user, &text, MemoryKind::Note, &[], 64 * 1024).unwrap();
+        pg.add(&new, &fake.vector(&text), &signature).await.unwrap();
+    }
+    let index = pg.build_index(&user, 64).await.unwrap().index;
+    let mut queries = vec![
+        numbers_query(600),
+        numbers_query(3000),
+        numbers_query_of_bytes(32 * 1024),
+    ];
+    // Words and numbers together, the words common enough to prune around.
+    queries.push(format!("{} {}", numbers_query(700), VOCABULARY));
+    for query in &queries {
+        let terms = query_terms(query);
+        assert!(terms.len() >= 600, "{} terms", terms.len());
+        let embedding = fake.vector(query);
+        for top_k in [1, 10, 60] {
+            let expected = hybrid_retrieve(&index, &embedding, &terms, top_k);
+            assert!(
+                expected.iter().any(|h| h.lexical_rank.is_some()),
+                "the query matched no memory lexically"
+            );
+            let request = SearchRequest {
+                query: query.clone(),
+                terms: terms.clone(),
+                embedding: embedding.clone(),
+                top_k,
+            };
+            for (label, store) in &stores {
+                let pushed = store.search(&user, &request).await.unwrap();
+                same(
+                    &format!("{} terms, top_k {top_k}, {label}", terms.len()),
+                    &expected,
+                    &pushed,
+                );
+            }
+        }
+    }
+    assert!(stores[0].1.parallel_searches() > 0);
+    assert_eq!(stores[1].1.parallel_searches(), 0);
 }

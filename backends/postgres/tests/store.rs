@@ -933,7 +933,7 @@ async fn searches_plan_each_statement_as_designed() {
                         sum
                     }
                 };
-                // Generic when it reads both sides' ranks (see `run_search`).
+                // Generic when it reads both sides' ranks (see `search::transaction`).
                 assert_eq!(
                     plans("WITH %\"fused\"%", "").await,
                     if pool_size == 1 { (0, 7) } else { (7, 0) },

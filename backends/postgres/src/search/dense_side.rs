@@ -1,0 +1,174 @@
+//! The dense side: exact candidates (every live memory's distance, near-ties re-ordered
+//! by the core's own cosine) or HNSW candidates (approximate by configuration), ranked.
+
+use cortex_core::StoreError;
+use cortex_core::hybrid::candidate_pool;
+use pgvector::Vector;
+use sea_query::{Expr, ExprTrait, Order, Query};
+use tokio_postgres::Row;
+
+use super::Ranked;
+use super::cte::{Cte, Ctes};
+use super::sql_count;
+use crate::dense::{
+    DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
+};
+use crate::schema::Names;
+use crate::sql::{Built, build};
+
+/// The dense side of one query alone, as one statement returning one row: the ranked
+/// memories as two arrays (see [`Ranked`]), for a search that runs it beside the BM25
+/// statement on a second connection. `unit_query` is the query embedding scaled to unit
+/// length by the core (`normalized`). Planned per search: its best plan depends on the
+/// user's size and on the query vector (see [`super::transaction`]).
+pub(crate) fn dense(
+    names: &Names,
+    plan: DensePlan,
+    user: &str,
+    unit_query: &[f32],
+    top_k: usize,
+) -> Built {
+    let mut ctes = Ctes::new();
+    let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k);
+    let mut select = Query::select();
+    select
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
+            "seqs",
+        )
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
+            "ranks",
+        )
+        .from(dense.name())
+        .with_cte(ctes.finish());
+    build(&select)
+}
+
+/// The [`dense`] statement's row.
+pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
+    Ranked::decode(row)
+}
+
+/// The `dense` CTE (seq, rnk): the best `pool` dense candidates, ranked.
+pub(super) fn dense_ranks(
+    ctes: &mut Ctes,
+    names: &Names,
+    plan: DensePlan,
+    user: &str,
+    unit_query: &[f32],
+    top_k: usize,
+) -> Cte {
+    let pool = candidate_pool(top_k);
+    let query = Vector::from(unit_query.to_vec());
+    match plan {
+        DensePlan::Exact => exact_dense(ctes, names, user, &query, pool),
+        DensePlan::Hnsw { dimension } => hnsw_dense(ctes, names, user, &query, dimension, pool),
+    }
+}
+
+/// HNSW candidates, approximate by configuration: ranked by pgvector's own distance, ties
+/// by insertion. Re-scoring near-ties with the core's arithmetic (as exact mode does) cost
+/// half of a dense search at 100k and only reorders memories whose distances agree to
+/// float rounding, far finer than the index's own error.
+fn hnsw_dense(
+    ctes: &mut Ctes,
+    names: &Names,
+    user: &str,
+    query: &Vector,
+    dimension: usize,
+    pool: usize,
+) -> Cte {
+    // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n. The
+    // distance kept is the full-precision one (the index is halfvec).
+    let order = format!(
+        "{} <=> {}",
+        indexed_expression("m.", dimension),
+        query_expression(dimension)
+    );
+    let candidates = ctes.add(
+        "d_cand",
+        Query::select()
+            .column(("m", "seq"))
+            .expr_as(
+                Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
+                "dist",
+            )
+            .from_as(names.table("memories"), "m")
+            .and_where(Expr::col(("m", "user_id")).eq(user))
+            .and_where(Expr::cust("NOT m.superseded"))
+            .order_by_expr(Expr::cust_with_values(order, [query.clone()]), Order::Asc)
+            .limit(sql_count(hnsw_candidates(pool)))
+            .to_owned(),
+    );
+    ctes.add(
+        "dense",
+        Query::select()
+            .column("seq")
+            .expr_as(Expr::cust("row_number() OVER (ORDER BY dist, seq)"), "rnk")
+            .from_subquery(
+                Query::select()
+                    .columns(["seq", "dist"])
+                    .from(candidates.name())
+                    .order_by("dist", Order::Asc)
+                    .order_by("seq", Order::Asc)
+                    .limit(sql_count(pool))
+                    .to_owned(),
+                "b",
+            )
+            .to_owned(),
+    )
+}
+
+/// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
+/// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal
+/// distances re-ordered by the core's own cosine (`cortex_unit_dot`, once per distinct
+/// embedding, see [`crate::tie_break`]).
+fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool: usize) -> Cte {
+    let margin = candidate_margin(query.as_slice().len());
+    // Every live memory's distance, once (materialised: read twice below).
+    let all = ctes.add(
+        "d_all",
+        Query::select()
+            .column(("m", "seq"))
+            .expr_as(
+                Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
+                "dist",
+            )
+            .from_as(names.table("memories"), "m")
+            .and_where(Expr::col(("m", "user_id")).eq(user))
+            .and_where(Expr::cust("NOT m.superseded"))
+            .to_owned(),
+    );
+    // The pool-th smallest distance (none when the user has fewer memories).
+    let cut = ctes.add(
+        "d_cut",
+        Query::select()
+            .column("dist")
+            .from(all.name())
+            .order_by("dist", Order::Asc)
+            .limit(1)
+            .offset(sql_count(pool) - 1)
+            .to_owned(),
+    );
+    // Everything within the margin of the cut: a superset of the core's pool.
+    let candidates = ctes.add(
+        "d_cand",
+        Query::select()
+            .columns(["seq", "dist"])
+            .from(all.name())
+            .and_where(Expr::cust_with_values(
+                format!(
+                    "dist <= COALESCE({}, 'Infinity'::float8) + $1::float8",
+                    cut.scalar("dist")
+                ),
+                [margin],
+            ))
+            .to_owned(),
+    );
+    // Runs of candidates whose consecutive distances lie within the margin: between runs
+    // pgvector's order is the core's; within a run of more than one, only the core's own
+    // arithmetic can order them (with real-valued embeddings that is almost never; with
+    // tied vectors it is every tie).
+    crate::tie_break::ranked(ctes, names, candidates, query, margin, sql_count(pool))
+}

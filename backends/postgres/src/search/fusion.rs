@@ -1,0 +1,208 @@
+//! Fusion: the two sides' ranks by Reciprocal Rank Fusion, each candidate smoothed by its
+//! neighbours' fused scores, and the best `top_k` memories read.
+
+use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory};
+use cortex_core::{Memory, StoreError};
+use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
+use tokio_postgres::Row;
+
+use super::Ranked;
+use super::cte::{Cte, Ctes};
+use super::dense_side::dense_ranks;
+use super::sql_count;
+use crate::codec::{memory_at, memory_columns};
+use crate::dense::DensePlan;
+use crate::schema::Names;
+use crate::sql::{Built, build, get};
+
+/// Where the fused statement's dense ranks come from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DenseSide<'a> {
+    /// Searched by the fused statement itself. `unit_query` is the query embedding scaled
+    /// to unit length by the core (`normalized`).
+    Inline {
+        plan: DensePlan,
+        unit_query: &'a [f32],
+    },
+    /// Already ranked by the [`dense`](super::dense) statement in the same snapshot.
+    Ranked(&'a Ranked),
+}
+
+/// The `seq, rnk` rows of a side already ranked (see [`Ranked`]).
+fn unnested(ranked: &Ranked) -> SelectStatement {
+    Query::select()
+        .expr_as(
+            Expr::cust_with_values("unnest($1::int8[])", [ranked.seqs.clone()]),
+            "seq",
+        )
+        .expr_as(
+            Expr::cust_with_values("unnest($1::int8[])", [ranked.ranks.clone()]),
+            "rnk",
+        )
+        .to_owned()
+}
+
+/// The fused statement for one query: the dense side's ranks (`dense`: searched here, or
+/// from the [`dense`](super::dense) statement), fused with the BM25 side's (`lexical`,
+/// from the [`lexical`](super::lexical) statement; both in the same snapshot), and the
+/// best `top_k` memories read. Planned per search when it searches the dense side (see
+/// [`super::transaction`]).
+pub(crate) fn fused(
+    names: &Names,
+    user: &str,
+    top_k: usize,
+    dense: DenseSide<'_>,
+    lexical: &Ranked,
+) -> Built {
+    let mut ctes = Ctes::new();
+    let dense = match dense {
+        DenseSide::Inline { plan, unit_query } => {
+            dense_ranks(&mut ctes, names, plan, user, unit_query, top_k)
+        }
+        DenseSide::Ranked(ranked) => ctes.add("dense", unnested(ranked)),
+    };
+    // The BM25 side's ranks.
+    let lexical = ctes.add("lexical", unnested(lexical));
+    let fused = ctes.add("fused", rrf(dense, lexical));
+    let smoothed = smoothed(&mut ctes, names, user, fused);
+    // The best `top_k`, before any memory is read: the fused rows are up to twice the
+    // pool, and only these are returned (every fused row is a live memory's).
+    let top = ctes.add(
+        "top",
+        Query::select()
+            .columns(["seq", "d_rank", "l_rank", "score"])
+            .from(smoothed.name())
+            .order_by("score", Order::Desc)
+            .order_by("seq", Order::Asc)
+            .limit(sql_count(top_k))
+            .to_owned(),
+    );
+    let mut select = Query::select();
+    select
+        .columns(memory_columns("m"))
+        .column(("f", "score"))
+        .column(("f", "d_rank"))
+        .column(("f", "l_rank"))
+        .expr_as(
+            Expr::cust_with_values(
+                format!(
+                    "(SELECT u.doc_count FROM {} u WHERE u.user_id = $1)",
+                    names.q("users")
+                ),
+                [user],
+            ),
+            "live",
+        )
+        .from_as(top.name(), "f")
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("memories"),
+            "m",
+            Expr::col(("m", "seq")).equals(("f", "seq")),
+        )
+        .order_by(("f", "score"), Order::Desc)
+        .order_by(("f", "seq"), Order::Asc)
+        .with_cte(ctes.finish());
+    build(&select)
+}
+
+/// `(seq, d_rank, l_rank, score)`: RRF over both sides, dense first then lexical, as the
+/// core adds them.
+fn rrf(dense: Cte, lexical: Cte) -> SelectStatement {
+    Query::select()
+        .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), "seq")
+        .expr_as(Expr::cust("d.rnk"), "d_rank")
+        .expr_as(Expr::cust("l.rnk"), "l_rank")
+        .expr_as(
+            Expr::cust_with_values(
+                "COALESCE(1::float8 / ($1::float8 + d.rnk::float8), 0::float8) \
+                 + COALESCE(1::float8 / ($2::float8 + l.rnk::float8), 0::float8)",
+                [RRF_K, RRF_K],
+            ),
+            "score",
+        )
+        .from_as(dense.name(), "d")
+        .join_as(
+            JoinType::FullOuterJoin,
+            lexical.name(),
+            "l",
+            Expr::col(("d", "seq")).equals(("l", "seq")),
+        )
+        .to_owned()
+}
+
+/// Each candidate adds NEIGHBOUR_WEIGHT times the better RRF score of the user's live
+/// memories written just before and just after it (zero for one that is no candidate), as
+/// the core adds it. The neighbours are two index lookups on (user_id, seq) of live
+/// memories per fused row (`around`); their scores are joined back (`smoothed`).
+fn smoothed(ctes: &mut Ctes, names: &Names, user: &str, fused: Cte) -> Cte {
+    let memories_table = names.q("memories");
+    let neighbour = |cmp: &str, order: &str| {
+        format!(
+            "(SELECT m.seq FROM {memories_table} m WHERE m.user_id = $1 AND NOT m.superseded \
+              AND m.seq {cmp} f.seq ORDER BY m.seq {order} LIMIT 1)"
+        )
+    };
+    let around = ctes.add(
+        "around",
+        Query::select()
+            .columns(["seq", "d_rank", "l_rank", "score"])
+            .expr_as(
+                Expr::cust_with_values(neighbour("<", "DESC"), [user]),
+                "prev",
+            )
+            .expr_as(
+                Expr::cust_with_values(neighbour(">", "ASC"), [user]),
+                "next",
+            )
+            .from_as(fused.name(), "f")
+            .to_owned(),
+    );
+    ctes.add(
+        "smoothed",
+        Query::select()
+            .columns([("a", "seq"), ("a", "d_rank"), ("a", "l_rank")])
+            .expr_as(
+                Expr::cust_with_values(
+                    "a.score + $1::float8 * GREATEST(COALESCE(p.score, 0::float8), \
+                     COALESCE(x.score, 0::float8))",
+                    [NEIGHBOUR_WEIGHT],
+                ),
+                "score",
+            )
+            .from_as(around.name(), "a")
+            .join_as(
+                JoinType::LeftJoin,
+                fused.name(),
+                "p",
+                Expr::col(("p", "seq")).equals(("a", "prev")),
+            )
+            .join_as(
+                JoinType::LeftJoin,
+                fused.name(),
+                "x",
+                Expr::col(("x", "seq")).equals(("a", "next")),
+            )
+            .to_owned(),
+    )
+}
+
+/// One result row of the [`fused`] statement and the user's live count.
+pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreError> {
+    let memory: Memory = memory_at(row, 0)?;
+    let rank = |i: usize| -> Result<Option<u32>, StoreError> {
+        get::<Option<i64>>(row, i)?
+            .map(|r| u32::try_from(r).map_err(|_| StoreError::Corrupt(format!("rank {r}"))))
+            .transpose()
+    };
+    Ok((
+        ScoredMemory {
+            memory,
+            score: get(row, 7)?,
+            dense_rank: rank(8)?,
+            lexical_rank: rank(9)?,
+            rerank_score: None,
+        },
+        get(row, 10)?,
+    ))
+}

@@ -1,0 +1,164 @@
+//! The BM25 side's statement: which path a query takes (impact-ordered, rarest-first or
+//! MaxScore, or the grouped scan of a long query) and its one result row.
+
+use cortex_core::StoreError;
+use cortex_core::hybrid::candidate_pool;
+use sea_query::{Expr, Query};
+use tokio_postgres::Row;
+
+use super::Ranked;
+use super::cte::{Cte, Ctes};
+use super::impact::impact_ordered;
+use super::maxscore::maxscore;
+use super::rarest_first::{RarestFirst, two_terms};
+use super::scores::{grouped_scores, ranked};
+use super::statistics::{Statistics, term_statistics};
+use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
+use crate::schema::Names;
+use crate::sql::{Built, build, get};
+
+/// How the BM25 side of several terms prunes (see [`crate::PostgresConfig`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pruning {
+    /// `prune_budget`.
+    pub budget: u64,
+    /// `lookup_cost`.
+    pub lookup_cost: u64,
+}
+
+/// Above this many query terms the BM25 side scores every posting of every term, summed by
+/// an ordered aggregate (path [`LexicalPath::Full`]): the pruned paths carry a few columns
+/// per term (`l_row` three), and Postgres allows 1,664 in a target list, which a legal
+/// query (32 KiB of one-letter terms and numbers) exceeds several times over. Such a query
+/// is rare enough that reading all its terms' postings is the simple, exact answer.
+pub(super) const MAX_PRUNED_TERMS: usize = 256;
+
+/// How many terms a statement of `terms` query terms is shaped for: the next power of two.
+/// The pruned paths carry a column (and a scan or lookup) per term, so their text depends
+/// on the number of terms; shaped for a power of two, the per-connection statement cache
+/// holds at most one statement per power of two (9 up to [`MAX_PRUNED_TERMS`]) instead of
+/// one per term count. The terms past the query's own are no row of `l_idf`: their scans
+/// read nothing and their columns are NULL, which the fold adds as zero after every real
+/// term (`x + 0` is `x`), so the sums stay the core's bit for bit.
+fn shape_width(terms: usize) -> usize {
+    terms.checked_next_power_of_two().unwrap_or(terms)
+}
+
+/// One query's BM25 side as the path builders read it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LexicalQuery<'a> {
+    pub names: &'a Names,
+    pub user: &'a str,
+    /// The query terms (bound as one array).
+    pub terms: &'a [String],
+    /// How many terms the statement is shaped for (see [`shape_width`]).
+    pub width: usize,
+    pub statistics: Statistics,
+    pub pool: usize,
+    pub budget: i64,
+    pub lookup_cost: u64,
+}
+
+/// What a path of several terms built: the memories' full scores (`seq, score`), the
+/// expression naming the path taken, and the rarest-first path's CTEs when it was built.
+#[derive(Debug)]
+pub(super) struct Scored {
+    pub scored: Cte,
+    pub path: Expr,
+    pub rarest: Option<RarestFirst>,
+}
+
+/// The BM25 side of one query (`terms`, in their given order; none: no statement), as one
+/// statement returning one row: the ranked memories as two arrays (see [`Ranked`]) and
+/// the path it took (see [`decode_lexical`]).
+///
+/// Its text depends only on the power of two at or above the number of terms (see
+/// [`shape_width`]) and the pruning settings, and every value in it is bound (`top_k`
+/// too), so the store runs it with a generic plan, planned once per
+/// connection: planning it per search cost as much as executing the median search's BM25
+/// side (docs/BENCHMARKS.md). Its shape does not hinge on estimates: every term's postings
+/// are read through the index by laterals, correlated lookups or full joins of one term's
+/// list with another's.
+pub(crate) fn lexical(
+    names: &Names,
+    user: &str,
+    terms: &[String],
+    top_k: usize,
+    pruning: Pruning,
+) -> Option<Built> {
+    if terms.is_empty() {
+        return None;
+    }
+    let mut ctes = Ctes::new();
+    let statistics = term_statistics(&mut ctes, names, user, terms);
+    let query = LexicalQuery {
+        names,
+        user,
+        terms,
+        width: shape_width(terms.len()),
+        statistics,
+        pool: candidate_pool(top_k),
+        budget: i64::try_from(pruning.budget).unwrap_or(i64::MAX),
+        lookup_cost: pruning.lookup_cost,
+    };
+    let none = || Expr::cust("0::int8");
+    let scored = match terms {
+        [term] => {
+            let candidates = impact_ordered(&mut ctes, names, user, statistics, term, query.pool);
+            Scored {
+                scored: candidates,
+                path: Expr::cust(LexicalPath::Impact.code().to_string()),
+                rarest: None,
+            }
+        }
+        _ if terms.len() > MAX_PRUNED_TERMS => {
+            let all = grouped_scores(names, user, statistics.terms, terms.len());
+            Scored {
+                scored: ctes.add("l_scored", all),
+                path: Expr::cust(LexicalPath::Full.code().to_string()),
+                rarest: None,
+            }
+        }
+        [_, _] if query.budget > 0 => two_terms(&mut ctes, &query),
+        _ => maxscore(&mut ctes, &query),
+    };
+    let lexical = ctes.add("lexical", ranked(scored.scored, query.pool));
+    let (candidates, looked_up) = match &scored.rarest {
+        Some(rarest) => rarest.counts(),
+        None => (none(), none()),
+    };
+    let mut select = Query::select();
+    select
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
+            "seqs",
+        )
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
+            "ranks",
+        )
+        .expr_as(scored.path, "lexical_path")
+        .expr_as(candidates, "r_candidates")
+        .expr_as(looked_up, "r_looked_up")
+        .from(lexical.name())
+        .with_cte(ctes.finish());
+    Some(build(&select))
+}
+
+/// The [`lexical`] statement's row.
+pub(crate) fn decode_lexical(
+    row: &Row,
+) -> Result<(Ranked, LexicalPath, RarestFirstLookups), StoreError> {
+    let count = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = get(row, i)?;
+        u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("lookup count {n}")))
+    };
+    Ok((
+        Ranked::decode(row)?,
+        LexicalPath::from_code(get(row, 2)?)?,
+        RarestFirstLookups {
+            candidates: count(3)?,
+            looked_up: count(4)?,
+        },
+    ))
+}

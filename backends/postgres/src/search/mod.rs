@@ -1,0 +1,83 @@
+//! The search pushdown: the whole hybrid query in SQL, as statements in one snapshot (see
+//! [`transaction`]): the BM25 side ([`lexical`], run with a generic plan), then the dense
+//! side fused with it ([`fused`], planned per search); or, side by side on two
+//! connections, the BM25 side and the dense side ([`dense`], planned per search), then
+//! their fusion ([`fused`] reading both sides' ranks, generic).
+//!
+//! It returns what `hybrid_retrieve` over `build_index` returns on the same data: the same
+//! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
+//! the core's expression by expression, in float8 with every literal and parameter cast:
+//!
+//! - dense: candidates and their order by pgvector's `<=>` (see [`crate::dense`]), with
+//!   every run of near-equal distances re-ordered by the core's own cosine
+//!   (`cortex_unit_dot`, once per distinct embedding, see [`crate::tie_break`]), 1-based,
+//!   ties by insertion sequence (in HNSW mode, which is approximate anyway, by `<=>`
+//!   alone);
+//! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
+//!   (memory, term), with df from the `terms` table the postings' triggers keep, summed in
+//!   the query terms' order (byte order, see [`scores`]), only memories with a query
+//!   term, ranked by score then sequence (a one-term query reads only the postings that
+//!   can reach the pool, in impact order, see [`impact`]; when the rarest of several
+//!   terms carries the pool, only its postings that can reach it are read, the same way,
+//!   and the others looked up for those, in stages, see [`rarest_first`]; otherwise
+//!   several terms prune the commonest lists where they cannot change the pool, see
+//!   [`maxscore`]; a query of more than [`lexical::MAX_PRUNED_TERMS`] terms scores every
+//!   posting);
+//! - fusion: `1 / (RRF_K + dense_rank)` then `+ 1 / (RRF_K + lexical_rank)`, plus
+//!   `NEIGHBOUR_WEIGHT` times the larger of the two neighbouring live memories' fused
+//!   scores (by sequence; 0 when not fused), ordered by score then sequence, the best
+//!   `top_k`.
+//!
+//! Module map: [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
+//! [`statistics`] (terms, statistics, bounds), [`scores`] (per-term scores and their
+//! ordered sums), [`impact`], [`rarest_first`], [`maxscore`], [`lexical`] (the BM25
+//! statement), [`dense_side`] (exact and HNSW), [`fusion`] and [`transaction`] (running
+//! one search).
+
+mod bm25;
+mod cte;
+mod dense_side;
+mod fusion;
+mod impact;
+mod lexical;
+mod maxscore;
+mod rarest_first;
+mod scores;
+mod statistics;
+#[cfg(test)]
+mod tests;
+mod transaction;
+
+use cortex_core::StoreError;
+use tokio_postgres::Row;
+
+pub(crate) use cte::{Cte, Ctes};
+pub(crate) use dense_side::{decode_dense, dense};
+pub(crate) use fusion::{DenseSide, decode, fused};
+pub(crate) use lexical::{Pruning, decode_lexical, lexical};
+pub(crate) use transaction::{Search, Store};
+
+use crate::sql::get;
+
+/// One side's result, which the fused statement reads: the best `pool` memories' sequence
+/// numbers and their 1-based ranks, best first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Ranked {
+    pub seqs: Vec<i64>,
+    pub ranks: Vec<i64>,
+}
+
+impl Ranked {
+    /// A [`lexical`] or [`dense`] statement's first two columns.
+    fn decode(row: &Row) -> Result<Self, StoreError> {
+        Ok(Self {
+            seqs: get(row, 0)?,
+            ranks: get(row, 1)?,
+        })
+    }
+}
+
+/// A LIMIT or OFFSET count: at least 1.
+fn sql_count(n: usize) -> u64 {
+    Ord::max(crate::sql::limit(n), 1)
+}

@@ -1,0 +1,209 @@
+//! Per-term scores of postings and their per-memory sums, added in the core's order: the
+//! core adds a memory's term scores in the query terms' order starting from zero, and
+//! float addition is not associative, so the SQL adds in that order too.
+
+use sea_query::{Expr, JoinType, Order, Query, SelectStatement};
+
+use super::bm25;
+use super::cte::Cte;
+use super::sql_count;
+use crate::schema::Names;
+
+/// Above this many query terms the per-memory sum is an ordered aggregate instead of one
+/// column per term (whose expression grows with the terms).
+pub(super) const MAX_UNROLLED_TERMS: usize = 32;
+
+/// `(seq, ord, v)`: every posting of the terms in `source` (aliased `alias`, with `term`,
+/// `ord` and `idf`), with its term score.
+pub(super) fn term_scores(
+    names: &Names,
+    user: &str,
+    source: Cte,
+    alias: &'static str,
+) -> SelectStatement {
+    Query::select()
+        .column(("p", "seq"))
+        .expr_as(Expr::col((alias, "ord")), "ord")
+        .expr_as(
+            Expr::cust(bm25::term_score(&format!("{alias}.idf"), "p", "stats")),
+            "v",
+        )
+        .from_as(source.name(), alias)
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("postings"),
+            "p",
+            Expr::cust_with_values(format!("p.user_id = $1 AND p.term = {alias}.term"), [user]),
+        )
+        .cross_join("stats")
+        .to_owned()
+}
+
+/// `(seq, v)`: every posting of the query's `ord`-th term (bound as `term`, so the planner
+/// sees which term it reads), with its term score, when `guard` holds.
+fn one_term_scores(
+    names: &Names,
+    user: &str,
+    source: Cte,
+    term: &str,
+    ord: usize,
+    guard: &str,
+) -> SelectStatement {
+    Query::select()
+        .column(("p", "seq"))
+        .expr_as(Expr::cust(bm25::term_score("e.idf", "p", "stats")), "v")
+        .from_as(source.name(), "e")
+        .join_as(
+            JoinType::InnerJoin,
+            names.table("postings"),
+            "p",
+            Expr::cust_with_values(
+                "p.user_id = $1 AND p.term = $2",
+                [user.to_owned(), term.to_owned()],
+            ),
+        )
+        .cross_join("stats")
+        .and_where(Expr::cust(format!("e.ord = {ord} AND {guard}")))
+        .to_owned()
+}
+
+/// `(seq, partial)`: every memory holding a query term of `source` (aliased `e`, with
+/// `ord`, `idf` and whatever `guard` reads) whose row passes `guard`, with the sum of
+/// those terms' scores; each term's own score is `s{ord}.v`, for `width` terms (those past
+/// `terms` read nothing: `source` has no row with their `ord`). One scan per term,
+/// full-joined on the memory: grouping every posting by memory instead (a hash aggregate
+/// with one column per term) took three times as long on common terms, and spilled.
+pub(super) fn every_posting(
+    names: &Names,
+    user: &str,
+    source: Cte,
+    terms: &[String],
+    width: usize,
+    guard: &str,
+) -> SelectStatement {
+    let mut select = Query::select();
+    let seqs: Vec<String> = (1..=width).map(|i| format!("s{i}.seq")).collect();
+    select
+        .expr_as(Expr::cust(format!("COALESCE({})", seqs.join(", "))), "seq")
+        .expr_as(
+            Expr::cust(fold((1..=width).map(|i| format!("s{i}.v")))),
+            "partial",
+        );
+    for i in 0..width {
+        let term = terms.get(i).map_or("", String::as_str);
+        let scan = one_term_scores(names, user, source, term, i + 1, guard);
+        match i {
+            0 => select.from_subquery(scan, "s1"),
+            _ => select.join_subquery(
+                JoinType::FullOuterJoin,
+                scan,
+                format!("s{}", i + 1),
+                Expr::cust(format!(
+                    "s{}.seq = COALESCE({})",
+                    i + 1,
+                    seqs[..i].join(", ")
+                )),
+            ),
+        };
+    }
+    select
+}
+
+/// `(seq, score)`: every memory holding a term of `source`, scored in full by an ordered
+/// aggregate over its postings: no column per term, so any number of terms fits in one
+/// statement (Postgres allows 1,664 columns in a target list).
+pub(super) fn grouped_scores(
+    names: &Names,
+    user: &str,
+    source: Cte,
+    terms: usize,
+) -> SelectStatement {
+    Query::select()
+        .column("seq")
+        .expr_as(Expr::cust(summed_in_order(terms)), "score")
+        .from_subquery(term_scores(names, user, source, "i"), "x")
+        .group_by_col("seq")
+        .to_owned()
+}
+
+/// One column `v1`..`v{k}` per query term, `expr(i)` each.
+pub(super) fn per_term_columns(
+    select: &mut SelectStatement,
+    k: usize,
+    expr: impl Fn(usize) -> String,
+) -> &mut SelectStatement {
+    for i in 1..=k {
+        select.expr_as(Expr::cust(expr(i)), format!("v{i}"));
+    }
+    select
+}
+
+/// The left fold `0 + a + b + ...` of per-term scores, a missing one adding zero: the
+/// core's order of addition.
+pub(super) fn fold(scores: impl Iterator<Item = String>) -> String {
+    let terms: Vec<String> = scores
+        .map(|s| format!("COALESCE({s}, 0::float8)"))
+        .collect();
+    match terms.is_empty() {
+        true => "0::float8".to_owned(),
+        false => terms.join(" + "),
+    }
+}
+
+/// A memory's BM25 score from its `(ord, v)` rows, in the query terms' order.
+/// `sum(v ORDER BY ord)` says so but keeps Postgres from hashing the groups (it sorts
+/// every posting by memory, then each group by term); one `max(v) FILTER (WHERE ord = i)`
+/// column per term (each memory has at most one row per term) added left to right is the
+/// same fold, and hashes. A term the memory lacks adds zero, which changes no sum of
+/// non-negative scores. (`sum` over float8 starts from its first value, the core from
+/// zero: the same, as 0 + x is x for any score.)
+pub(super) fn summed_in_order(term_count: usize) -> String {
+    if term_count == 0 || term_count > MAX_UNROLLED_TERMS {
+        return "sum(v ORDER BY ord)".to_owned();
+    }
+    (1..=term_count)
+        .map(|ord| format!("COALESCE(max(v) FILTER (WHERE ord = {ord}), 0::float8)"))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// `source`'s rows ranked 1-based by score, ties by sequence, the best `pool`. The best
+/// `pool` are picked first (a top-N heap sort) and only those numbered: a window over
+/// every row would sort all of them, tens of thousands when a query term is common.
+pub(super) fn ranked(source: Cte, pool: usize) -> SelectStatement {
+    Query::select()
+        .column("seq")
+        .expr_as(
+            Expr::cust("row_number() OVER (ORDER BY score DESC, seq ASC)"),
+            "rnk",
+        )
+        .from_subquery(
+            Query::select()
+                .columns(["seq", "score"])
+                .from(source.name())
+                .order_by("score", Order::Desc)
+                .order_by("seq", Order::Asc)
+                .limit(sql_count(pool))
+                .to_owned(),
+            "b",
+        )
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_fold_left_in_term_order() {
+        assert_eq!(
+            summed_in_order(2),
+            "COALESCE(max(v) FILTER (WHERE ord = 1), 0::float8) + \
+             COALESCE(max(v) FILTER (WHERE ord = 2), 0::float8)"
+        );
+        assert_eq!(
+            summed_in_order(MAX_UNROLLED_TERMS + 1),
+            "sum(v ORDER BY ord)"
+        );
+    }
+}

@@ -1,0 +1,525 @@
+//! One search as one read-only transaction: begun with the settings and the BM25 side,
+//! the dense side beside it on a spare connection when one is free (in the same
+//! snapshot), then the fusion and the commit; dropped before it ends, it rolls back.
+//! [`Search::explain`] runs the same statements under EXPLAIN ANALYZE.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cortex_core::{SearchRequest, StoreError};
+use deadpool_postgres::Object;
+use futures_util::FutureExt;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
+use super::{DenseSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical};
+use crate::config::PostgresConfig;
+use crate::dense::{self as dense_plan, DensePlan};
+use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
+use crate::pg_err;
+use crate::pool::Connections;
+use crate::schema::Names;
+use crate::sql::{self, Built, get};
+
+/// The BM25 statement's generic plan (see [`Search::run`]), set for its transaction.
+const GENERIC_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
+/// The same, and the transaction's snapshot exported for a second connection to share.
+const GENERIC_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
+     'force_generic_plan', true), pg_export_snapshot()";
+const READ_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// What a search reads from its store.
+#[derive(Clone, Copy)]
+pub(crate) struct Store<'a> {
+    pub names: &'a Names,
+    pub config: &'a PostgresConfig,
+    pub pool: &'a Connections,
+    /// pgvector 0.8 or later (`hnsw.iterative_scan`).
+    pub iterative_scan: bool,
+}
+
+/// One search to run: its store, dense plan, user, request and unit query embedding.
+#[derive(Clone, Copy)]
+pub(crate) struct Search<'a> {
+    pub store: Store<'a>,
+    pub plan: DensePlan,
+    pub user: &'a str,
+    /// The query embedding scaled to unit length by the core (`normalized`).
+    pub unit: &'a [f32],
+    pub request: &'a SearchRequest,
+}
+
+/// What a search found: the fused statement's rows (with `explain`, the plans) and how
+/// its BM25 side went.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub rows: Vec<Row>,
+    pub path: LexicalPath,
+    pub lookups: RarestFirstLookups,
+    /// Whether the dense side ran on a second connection.
+    pub parallel: bool,
+}
+
+/// The dense statement's settings: a custom plan always; in HNSW mode `ef_search` (and
+/// the iterative scan, when pgvector has it).
+///
+/// The fused statement always gets a custom plan: prepared once per connection, it may
+/// after a few runs switch to a generic plan, which knows neither the user's size nor the
+/// query vector; forced generic at 100k memories, it joined the fused rows to every memory
+/// by a sequential hash join (one-term searches took 100-113 ms, docs/BENCHMARKS.md). In
+/// HNSW mode the planner chooses between the index's ordered scan and reading the user's
+/// rows by (user, seq) and sorting them: for a user with few memories among many the
+/// latter is both exact and faster. (Forcing the index with enable_sort=off was tried: it
+/// also turned the BM25 side into a full postings scan.)
+#[derive(Debug)]
+struct Settings {
+    sql: &'static str,
+    /// `hnsw.ef_search`, in HNSW mode.
+    ef: Option<String>,
+}
+
+impl Settings {
+    fn new(search: &Search<'_>) -> Self {
+        let sql = match (search.plan.is_hnsw(), search.store.iterative_scan) {
+            (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
+            (true, true) => {
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true), \
+                     set_config('hnsw.iterative_scan', 'strict_order', true)"
+            }
+            (true, false) => {
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true)"
+            }
+        };
+        let pool = cortex_core::candidate_pool(search.request.top_k);
+        let ef = search.plan.is_hnsw().then(|| {
+            match search.store.config.ef_search {
+                Some(ef) => ef.clamp(1, 1000),
+                None => dense_plan::ef_search(dense_plan::hnsw_candidates(pool)),
+            }
+            .to_string()
+        });
+        Self { sql, ef }
+    }
+
+    fn params(&self) -> Vec<Param<'_>> {
+        match &self.ef {
+            Some(ef) => vec![ef as Param<'_>],
+            None => Vec::new(),
+        }
+    }
+}
+
+impl Search<'_> {
+    /// Runs the search in one read-only snapshot, in two round trips (one without query
+    /// terms): the BM25 statement, then the fused one; with several terms and a spare
+    /// connection, the dense statement on it beside the BM25 one, then the fused one.
+    pub(crate) async fn run(&self) -> Result<Found, StoreError> {
+        self.execute(false).await
+    }
+
+    /// The plans of the search statements (EXPLAIN ANALYZE of the BM25 statement with its
+    /// generic plan, then of the fused one, run with the same settings as the search), for
+    /// diagnosing a slow recall. Always on one connection: the dense side is the fused
+    /// statement's, as when no second connection is free.
+    pub(crate) async fn explain(&self) -> Result<Vec<String>, StoreError> {
+        let found = self.execute(true).await?;
+        found.rows.iter().map(|row| get::<String>(row, 0)).collect()
+    }
+
+    fn lexical(&self) -> Option<Built> {
+        let config = self.store.config;
+        lexical(
+            self.store.names,
+            self.user,
+            &self.request.terms,
+            self.request.top_k,
+            Pruning {
+                budget: config.prune_budget,
+                lookup_cost: config.lookup_cost,
+            },
+        )
+    }
+
+    fn fused(&self, dense: DenseSide<'_>, lexical: &Ranked) -> Built {
+        fused(
+            self.store.names,
+            self.user,
+            self.request.top_k,
+            dense,
+            lexical,
+        )
+    }
+
+    fn inline(&self) -> DenseSide<'_> {
+        DenseSide::Inline {
+            plan: self.plan,
+            unit_query: self.unit,
+        }
+    }
+
+    /// One read-only snapshot for both sides: a write between them could otherwise leave
+    /// a memory ranked by one side and missing from the other. The BM25 statement's text
+    /// depends only on the number of terms and the settings, and its plan's shape not on
+    /// estimates (see [`lexical`]): planned once per connection instead of per search.
+    /// With several terms, when a second connection is free, the dense side runs on it
+    /// beside the BM25 side, and the fused statement reads both sides' ranks; otherwise
+    /// (and for one term, whose impact-ordered BM25 side costs less than the second
+    /// connection's extra round trip and snapshot export, docs/BENCHMARKS.md) the fused
+    /// statement searches the dense side itself, after the BM25 side.
+    async fn execute(&self, explain: bool) -> Result<Found, StoreError> {
+        let settings = Settings::new(self);
+        let client = self.store.pool.get().await?;
+        let transaction = Transaction {
+            client: &client,
+            settings: &settings,
+            explain,
+            open: true,
+        };
+        let Some(lexical) = self.lexical() else {
+            // No query terms: no BM25 side, one statement.
+            let fused = self.fused(self.inline(), &Ranked::default());
+            let rows = transaction.only_fused(&fused).await?;
+            return Ok(Found {
+                rows,
+                path: LexicalPath::Once,
+                lookups: RarestFirstLookups::default(),
+                parallel: false,
+            });
+        };
+        let config = self.store.config;
+        let second = match !explain && config.parallel_search && self.request.terms.len() > 1 {
+            // Never waits for one to come free: a search holding one connection while
+            // waiting for another could, under load, leave every search waiting on every
+            // other. A failed connect is no error: the search then runs on one connection.
+            true => self.store.pool.spare().await,
+            false => None,
+        };
+        let sides = match &second {
+            Some(second) => {
+                let dense = dense(
+                    self.store.names,
+                    self.plan,
+                    self.user,
+                    self.unit,
+                    self.request.top_k,
+                );
+                transaction.side_by_side(second, &lexical, &dense).await
+            }
+            None => transaction.lexical_only(&lexical).await,
+        };
+        // Back to the pool before the fusion: the next search finds it free.
+        drop(second);
+        let sides = match sides {
+            Ok(sides) => sides,
+            Err(e) => {
+                transaction.rollback().await;
+                return Err(e);
+            }
+        };
+        let fused = match &sides.dense {
+            Some(dense) => self.fused(DenseSide::Ranked(dense), &sides.lexical),
+            None => self.fused(self.inline(), &sides.lexical),
+        };
+        let found = transaction.fuse(&fused, sides.dense.is_none()).await?;
+        let mut rows = sides.plans;
+        rows.extend(found);
+        Ok(Found {
+            rows,
+            path: sides.path,
+            lookups: sides.lookups,
+            parallel: sides.dense.is_some(),
+        })
+    }
+}
+
+/// What the BM25 side (and the dense side, when it ran beside it) found, before the
+/// fusion.
+struct Sides {
+    lexical: Ranked,
+    path: LexicalPath,
+    lookups: RarestFirstLookups,
+    /// The dense side, when it ran on a second connection.
+    dense: Option<Ranked>,
+    /// The BM25 statement's plan, with `explain`.
+    plans: Vec<Row>,
+}
+
+/// A search's read-only transaction on its pooled connection. BEGIN, the settings, a
+/// statement (and COMMIT after the last) go out together as one pipelined batch: one round
+/// trip (each future sends its message on its first poll, and join polls them in order).
+/// The settings hold for these statements only (SET LOCAL semantics: a pooled connection
+/// is reused), which needs the transaction.
+///
+/// Dropped before it ends (its caller gave up midway, e.g. a cancelled request), it
+/// queues a ROLLBACK behind whatever is still in flight, before the connection goes back
+/// to the pool, so that the next caller on it is not inside this read-only snapshot.
+struct Transaction<'a> {
+    client: &'a Object,
+    settings: &'a Settings,
+    /// Statements run under EXPLAIN ANALYZE, their plans returned instead of their rows.
+    explain: bool,
+    open: bool,
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // One poll is enough: tokio-postgres queues a request on its first poll, and
+            // the connection sends it in order whether or not its reply is awaited.
+            let _ = self.client.batch_execute("ROLLBACK").now_or_never();
+        }
+    }
+}
+
+impl Transaction<'_> {
+    async fn prepare(&self, built: &Built) -> Result<Statement, StoreError> {
+        let text = match self.explain {
+            true => format!("EXPLAIN (ANALYZE, BUFFERS) {}", built.0),
+            false => built.0.clone(),
+        };
+        self.client.prepare_cached(&text).await.map_err(pg_err)
+    }
+
+    /// Ends the transaction whatever failed; the error to report is the caller's first.
+    async fn rollback(mut self) {
+        self.open = false;
+        let _ = self.client.batch_execute("ROLLBACK").await;
+    }
+
+    /// The whole search when there is no BM25 side: BEGIN, the settings, the fused
+    /// statement (searching the dense side) and COMMIT, in one round trip.
+    async fn only_fused(mut self, fused: &Built) -> Result<Vec<Row>, StoreError> {
+        let client = self.client;
+        let settings = client
+            .prepare_cached(self.settings.sql)
+            .await
+            .map_err(pg_err)?;
+        let statement = self.prepare(fused).await?;
+        let settings_params = self.settings.params();
+        let params = fused.1.as_params();
+        let (begin, set, found, commit) = futures_util::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&settings, &settings_params),
+            client.query(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
+        self.open = false;
+        begin.map_err(pg_err)?;
+        set.map_err(pg_err)?;
+        let found = found.map_err(pg_err)?;
+        commit.map_err(pg_err)?;
+        Ok(found)
+    }
+
+    /// The fused statement, then COMMIT. Reading two sides' ranks, the fused statement
+    /// keeps the transaction's generic plan (one shape whatever the values; planning it
+    /// per search cost 0.3 ms, ten times its generic planning); searching the dense side
+    /// (`dense_inline`), it needs the settings.
+    async fn fuse(mut self, fused: &Built, dense_inline: bool) -> Result<Vec<Row>, StoreError> {
+        let client = self.client;
+        let prepared = async {
+            let settings = client.prepare_cached(self.settings.sql).await?;
+            let statement = client
+                .prepare_cached(&match self.explain {
+                    true => format!("EXPLAIN (ANALYZE, BUFFERS) {}", fused.0),
+                    false => fused.0.clone(),
+                })
+                .await?;
+            Ok::<_, tokio_postgres::Error>((settings, statement))
+        };
+        let (settings, statement) = match prepared.await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                self.rollback().await;
+                return Err(pg_err(e));
+            }
+        };
+        let settings_params = self.settings.params();
+        let params = fused.1.as_params();
+        let (set, found, commit) = futures_util::join!(
+            async {
+                match dense_inline {
+                    true => client.query(&settings, &settings_params).await,
+                    false => Ok(Vec::new()),
+                }
+            },
+            client.query(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
+        self.open = false;
+        set.map_err(pg_err)?;
+        let found = found.map_err(pg_err)?;
+        commit.map_err(pg_err)?;
+        Ok(found)
+    }
+
+    /// Opens the read-only snapshot and runs the BM25 side there (with `explain`, also
+    /// its plan, with its generic plan as it ran).
+    async fn lexical_only(&self, lexical: &Built) -> Result<Sides, StoreError> {
+        let client = self.client;
+        let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
+        let generic = client.prepare_cached(GENERIC_PLAN).await.map_err(pg_err)?;
+        let params = lexical.1.as_params();
+        let (begin, set, found) = futures_util::join!(
+            client.batch_execute(READ_SNAPSHOT),
+            client.query(&generic, &[]),
+            client.query_one(&statement, &params),
+        );
+        begin.map_err(pg_err)?;
+        set.map_err(pg_err)?;
+        let (ranked, path, lookups) = decode_lexical(&found.map_err(pg_err)?)?;
+        let plans = match self.explain {
+            true => explain_generic(client, &statement, lexical).await?,
+            false => Vec::new(),
+        };
+        Ok(Sides {
+            lexical: ranked,
+            path,
+            lookups,
+            dense: None,
+            plans,
+        })
+    }
+
+    /// Opens the read-only snapshot, runs the BM25 side there and, as soon as the
+    /// snapshot is exported, the `dense` statement on `second` in the same snapshot, in a
+    /// transaction of its own that ends here.
+    async fn side_by_side(
+        &self,
+        second: &Object,
+        lexical: &Built,
+        dense: &Built,
+    ) -> Result<Sides, StoreError> {
+        let client = self.client;
+        let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
+        let exported = client
+            .prepare_cached(GENERIC_PLAN_EXPORTED)
+            .await
+            .map_err(pg_err)?;
+        let on_second = OnSecond {
+            client: second,
+            statement: second.prepare_cached(&dense.0).await.map_err(pg_err)?,
+            settings: second
+                .prepare_cached(self.settings.sql)
+                .await
+                .map_err(pg_err)?,
+        };
+        let lexical_params = lexical.1.as_params();
+        // The BM25 statement goes out right behind the export; the dense side waits only
+        // for the snapshot's name. join! polls in order, so BEGIN, the export and the
+        // BM25 statement are sent in that order.
+        // Err: the export failed (on `client`); Ok(Err): the dense side failed (on
+        // `second`), which may only follow from a failure on `client` (an aborted
+        // exporting transaction's snapshot can no longer be imported), so `client`'s
+        // errors are reported first.
+        let dense_side = async {
+            let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
+            let snapshot: String = get(&row, 1)?;
+            Ok(on_second.dense(&snapshot, dense, self.settings).await)
+        };
+        let (begin, dense_ranked, lexical_found) = futures_util::join!(
+            client.batch_execute(READ_SNAPSHOT),
+            dense_side,
+            client.query_one(&statement, &lexical_params),
+        );
+        begin.map_err(pg_err)?;
+        let dense_ranked = dense_ranked?;
+        let (ranked, path, lookups) = decode_lexical(&lexical_found.map_err(pg_err)?)?;
+        Ok(Sides {
+            lexical: ranked,
+            path,
+            lookups,
+            dense: Some(dense_ranked?),
+            plans: Vec::new(),
+        })
+    }
+}
+
+/// The dense side's connection, when it runs beside the BM25 side, with its statements
+/// prepared.
+struct OnSecond<'a> {
+    client: &'a Object,
+    statement: Statement,
+    settings: Statement,
+}
+
+impl OnSecond<'_> {
+    /// The `dense` statement in the exported `snapshot`, in a transaction that ends in
+    /// the same round trip: COMMIT of a failed one rolls it back, so the connection goes
+    /// back to the pool clean either way.
+    async fn dense(
+        &self,
+        snapshot: &str,
+        dense: &Built,
+        settings: &Settings,
+    ) -> Result<Ranked, StoreError> {
+        // A snapshot's name is hex digits and dashes; it is written into the command (SET
+        // TRANSACTION SNAPSHOT takes no parameter).
+        if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
+        }
+        let second = self.client;
+        let settings_params = settings.params();
+        let params = dense.1.as_params();
+        let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
+        let (begin, set, found, commit) = futures_util::join!(
+            second.batch_execute(&begin),
+            second.query(&self.settings, &settings_params),
+            second.query_one(&self.statement, &params),
+            second.batch_execute("COMMIT"),
+        );
+        begin.map_err(pg_err)?;
+        set.map_err(pg_err)?;
+        let found = found.map_err(pg_err)?;
+        commit.map_err(pg_err)?;
+        decode_dense(&found)
+    }
+}
+
+/// EXPLAIN ANALYZE of `built` (prepared as `statement`) as the search runs it, with its
+/// generic plan: EXPLAIN of a statement with bound values would plan it for them, so it is
+/// prepared by name with the types the server inferred and executed with the values as
+/// literals.
+async fn explain_generic(
+    client: &Object,
+    statement: &Statement,
+    built: &sql::Built,
+) -> Result<Vec<Row>, StoreError> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!("cortex_explain_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let types: Vec<&str> = statement.params().iter().map(|t| t.name()).collect();
+    let values: Vec<String> = built
+        .1
+        .0
+        .iter()
+        .map(|v| sea_query::QueryBuilder::value_to_string(&sea_query::PostgresQueryBuilder, &v.0))
+        .collect();
+    client
+        .batch_execute(&format!(
+            "PREPARE {name} ({}) AS {}",
+            types.join(", "),
+            built.0
+        ))
+        .await
+        .map_err(pg_err)?;
+    let plans = client
+        .query(
+            &format!(
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name} ({})",
+                values.join(", ")
+            ),
+            &[],
+        )
+        .await
+        .map_err(pg_err)?;
+    // (After a failure the transaction is aborted and the caller rolls it back; the
+    // name, never reused, stays prepared on that connection.)
+    client
+        .batch_execute(&format!("DEALLOCATE {name}"))
+        .await
+        .map_err(pg_err)?;
+    Ok(plans)
+}
