@@ -9,10 +9,10 @@ use sea_query::{Expr, ExprTrait, LockType, Order, Query};
 
 use crate::codec::{memory_at, memory_columns};
 use crate::dense::{HNSW_INDEX, LEGACY_HNSW_INDEX};
+use crate::meta::{SIGNATURE_KEY, read_signature, read_signature_locked};
 use crate::pg_err;
 use crate::schema::Names;
 use crate::sql::{build, get, limit, row_opt, rows};
-use crate::store::{SIGNATURE_KEY, read_signature, read_signature_locked};
 
 pub(crate) async fn unstaged<C: GenericClient>(
     client: &C,

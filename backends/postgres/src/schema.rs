@@ -13,7 +13,7 @@ use crate::sql::get;
 ///
 /// The embedding column is `vector` without a dimension: the dimension is only known at the
 /// first memorize (the signature is recorded lazily, inside that write's transaction), and
-/// that write adds a CHECK constraint fixing it (see `store::record_signature`). An HNSW
+/// that write adds a CHECK constraint fixing it (see `meta::record_signature`). An HNSW
 /// index, which needs a fixed dimension, is an expression index on `embedding::vector(D)`
 /// built once the dimension is known (see `dense`).
 const MIGRATIONS: &[&str] = &[

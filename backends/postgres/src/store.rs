@@ -23,13 +23,16 @@ use crate::config::{DenseMode, PostgresConfig};
 use crate::dense::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
 use crate::lexical_paths::{LexicalPaths, PathCounters, RarestFirstLookups};
+use crate::meta::{
+    generation_of, read_generation, read_signature, read_signature_locked, record_signature,
+};
 use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
+use crate::prefix::prefix_bounds;
 use crate::schema::{Names, ServerInfo, migrate};
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
 use crate::{pg_err, pool, search, tls};
 
-pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 /// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
 const MAX_CACHED_COUNTS: usize = 100_000;
 
@@ -337,138 +340,6 @@ impl PostgresStore {
         }
         Ok(out)
     }
-}
-
-pub(crate) async fn read_signature<C: GenericClient>(
-    client: &C,
-    names: &Names,
-) -> Result<Option<EmbeddingSignature>, StoreError> {
-    read_signature_locked(client, names, None).await
-}
-
-/// The signature read with a row lock: writers take `Share` (a re-embedding's switch, which
-/// takes `Update` first, then waits for them, and they for it, so no memory is written with
-/// the old model's vector after the switch).
-pub(crate) async fn read_signature_locked<C: GenericClient>(
-    client: &C,
-    names: &Names,
-    lock: Option<LockType>,
-) -> Result<Option<EmbeddingSignature>, StoreError> {
-    let mut select = Query::select();
-    select
-        .column("value")
-        .from(names.table("meta"))
-        .and_where(Expr::col("key").eq(SIGNATURE_KEY));
-    if let Some(lock) = lock {
-        select.lock(lock);
-    }
-    let built = build(&select);
-    let Some(row) = row_opt(client, &built).await? else {
-        return Ok(None);
-    };
-    let text: String = get(&row, 0)?;
-    EmbeddingSignature::decode(&text)
-        .map(Some)
-        .ok_or_else(|| StoreError::Corrupt(format!("embedding signature {text:?}")))
-}
-
-/// Records the first signature, inside the first write's transaction, and fixes the
-/// embedding column's dimension with a CHECK constraint. Two first writers at once: the
-/// second waits on the first's meta row, then finds it and compares.
-async fn record_signature<C: GenericClient>(
-    client: &C,
-    names: &Names,
-    signature: &EmbeddingSignature,
-) -> Result<(), StoreError> {
-    let built = build(
-        Query::insert()
-            .into_table(names.table("meta"))
-            .columns(["key", "value"])
-            .values([SIGNATURE_KEY.into(), signature.encode().into()])
-            .map_err(sea_err)?
-            .on_conflict(OnConflict::column("key").do_nothing().to_owned())
-            .returning_col("key"),
-    );
-    if row_opt(client, &built).await?.is_some() {
-        // DDL cannot bind parameters; the dimension is an integer we hold.
-        client
-            .batch_execute(&format!(
-                "ALTER TABLE {} ADD CONSTRAINT memories_embedding_dim \
-                 CHECK (vector_dims(embedding) = {})",
-                names.q("memories"),
-                signature.dimension
-            ))
-            .await
-            .map_err(pg_err)?;
-        return Ok(());
-    }
-    match read_signature(client, names).await? {
-        Some(stored) if &stored != signature => Err(StoreError::SignatureMismatch {
-            stored,
-            got: signature.clone(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-fn generation_of(row: Option<tokio_postgres::Row>) -> Result<Generation, StoreError> {
-    let value: i64 = match row {
-        Some(row) => get(&row, 0)?,
-        None => return Err(StoreError::Corrupt("no generation returned".into())),
-    };
-    Ok(Generation(value as u64))
-}
-
-async fn read_generation<C: GenericClient>(
-    client: &C,
-    names: &Names,
-    user: &str,
-) -> Result<Generation, StoreError> {
-    let built = build(
-        Query::select()
-            .column("generation")
-            .from(names.table("users"))
-            .and_where(Expr::col("user_id").eq(user)),
-    );
-    Ok(match row_opt(client, &built).await? {
-        Some(row) => Generation(get::<i64>(&row, 0)? as u64),
-        None => Generation(0),
-    })
-}
-
-/// Bounds of the ids whose hyphenated form starts with `prefix`, or `None` when no id can
-/// (a character out of place), so the unique index on id serves the lookup.
-fn prefix_bounds(prefix: &str) -> Option<(uuid::Uuid, uuid::Uuid)> {
-    const TEMPLATE: &[u8] = b"xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
-    if prefix.len() > TEMPLATE.len() {
-        return None;
-    }
-    let (mut low, mut high) = (String::new(), String::new());
-    for (i, t) in TEMPLATE.iter().enumerate() {
-        match prefix.as_bytes().get(i) {
-            Some(&c) if *t == b'-' && c == b'-' => {
-                low.push('-');
-                high.push('-');
-            }
-            Some(&c) if *t == b'x' && (c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) => {
-                low.push(c as char);
-                high.push(c as char);
-            }
-            Some(_) => return None,
-            None if *t == b'-' => {
-                low.push('-');
-                high.push('-');
-            }
-            None => {
-                low.push('0');
-                high.push('f');
-            }
-        }
-    }
-    Some((
-        uuid::Uuid::parse_str(&low).ok()?,
-        uuid::Uuid::parse_str(&high).ok()?,
-    ))
 }
 
 #[async_trait]
@@ -800,25 +671,5 @@ impl MemoryStore for PostgresStore {
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>> {
         enrichment::supersessions(&self.inner.pool, self.names(), user, memory_id).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_bounds_cover_exactly_the_prefix() {
-        let (low, high) = prefix_bounds("abcd").unwrap();
-        assert_eq!(low.to_string(), "abcd0000-0000-0000-0000-000000000000");
-        assert_eq!(high.to_string(), "abcdffff-ffff-ffff-ffff-ffffffffffff");
-        let (low, _) = prefix_bounds("12345678-9a").unwrap();
-        assert_eq!(low.to_string(), "12345678-9a00-0000-0000-000000000000");
-        assert!(prefix_bounds("1234567x").is_none());
-        assert!(
-            prefix_bounds("123456789").is_none(),
-            "no hyphen where one belongs"
-        );
-        assert!(prefix_bounds(&"a".repeat(37)).is_none());
     }
 }
