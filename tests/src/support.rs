@@ -21,15 +21,6 @@ pub fn engine(store: Arc<dyn MemoryStore>) -> (CortexMemory, Arc<FakeProvider>) 
     (CortexMemory::new(store, fake.clone()), fake)
 }
 
-/// An engine over `store` that keeps the layers' records in `records`.
-pub fn engine_with_records(
-    store: Arc<dyn MemoryStore>,
-    records: Arc<dyn EnrichmentStore>,
-) -> (CortexMemory, Arc<FakeProvider>) {
-    let (engine, fake) = engine(store);
-    (engine.with_enrichment(records), fake)
-}
-
 /// The storage's enrichment handle; a backend that runs the enrichment suite must give one.
 pub async fn records(storage: &dyn TestStorage) -> Arc<dyn EnrichmentStore> {
     storage.connect_enrichment().await.expect(

@@ -347,11 +347,13 @@ pub(crate) async fn record_extraction(
     }
     let ids: Vec<EntityId> = entities.iter().map(|e| e.id).collect();
     let resolved = records.resolve(&ids)?;
+    // The memory was checked above and every entity comes from this transaction: the
+    // per-record checks would be a round trip each for nothing.
     for (entity, role) in resolved.links {
-        insert_link(&tx, names, user, &records.memory_id, &entity, role).await?;
+        write_link(&tx, names, user, &records.memory_id, &entity, role).await?;
     }
     for edge in &resolved.edges {
-        insert_edge(&tx, names, user, edge).await?;
+        write_edge(&tx, names, user, edge).await?;
     }
     tx.commit().await.map_err(pg_err)?;
     Ok(entities)
@@ -409,6 +411,17 @@ async fn insert_edge<C: GenericClient>(
     if let Some(m) = &edge.memory_id {
         require_memory(client, names, user, m).await?;
     }
+    write_edge(client, names, user, edge).await
+}
+
+/// The edge's INSERT alone, for a caller that has checked its ends (an extraction, whose
+/// memory was checked and whose entities were upserted in the same transaction).
+async fn write_edge<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    edge: &EntityEdge,
+) -> Result<(), StoreError> {
     let built = build(
         Query::insert()
             .into_table(names.table("entity_edges"))
@@ -498,6 +511,18 @@ pub(crate) async fn insert_link<C: GenericClient>(
 ) -> Result<bool, StoreError> {
     require_memory(client, names, user, memory_id).await?;
     require_entity(client, names, user, entity).await?;
+    write_link(client, names, user, memory_id, entity, role).await
+}
+
+/// The link's INSERT alone, for a caller that has checked both ends.
+async fn write_link<C: GenericClient>(
+    client: &C,
+    names: &Names,
+    user: &str,
+    memory_id: &MemoryId,
+    entity: &EntityId,
+    role: EntityRole,
+) -> Result<bool, StoreError> {
     let built = build(
         Query::insert()
             .into_table(names.table("memory_entities"))

@@ -4,7 +4,7 @@
 use cortex_core::StoreError;
 use cortex_core::hybrid::candidate_pool;
 use pgvector::Vector;
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
 use super::Ranked;
@@ -88,15 +88,7 @@ fn hnsw_dense(
     );
     let candidates = ctes.add(
         "d_cand",
-        Query::select()
-            .column(("m", "seq"))
-            .expr_as(
-                Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
-                "dist",
-            )
-            .from_as(names.table("memories"), "m")
-            .and_where(Expr::col(("m", "user_id")).eq(user))
-            .and_where(Expr::cust("NOT m.superseded"))
+        live_distances(names, user, query)
             .order_by_expr(Expr::cust_with_values(order, [query.clone()]), Order::Asc)
             .limit(sql_count(hnsw_candidates(pool)))
             .to_owned(),
@@ -127,19 +119,7 @@ fn hnsw_dense(
 fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool: usize) -> Cte {
     let margin = candidate_margin(query.as_slice().len());
     // Every live memory's distance, once (materialised: read twice below).
-    let all = ctes.add(
-        "d_all",
-        Query::select()
-            .column(("m", "seq"))
-            .expr_as(
-                Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
-                "dist",
-            )
-            .from_as(names.table("memories"), "m")
-            .and_where(Expr::col(("m", "user_id")).eq(user))
-            .and_where(Expr::cust("NOT m.superseded"))
-            .to_owned(),
-    );
+    let all = ctes.add("d_all", live_distances(names, user, query));
     // The pool-th smallest distance (none when the user has fewer memories).
     let cut = ctes.add(
         "d_cut",
@@ -171,4 +151,18 @@ fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool:
     // arithmetic can order them (with real-valued embeddings that is almost never; with
     // tied vectors it is every tie).
     crate::tie_break::ranked(ctes, names, candidates, query, margin, sql_count(pool))
+}
+
+/// Every live memory of the user with its pgvector distance to `query`.
+fn live_distances(names: &Names, user: &str, query: &Vector) -> SelectStatement {
+    Query::select()
+        .column(("m", "seq"))
+        .expr_as(
+            Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
+            "dist",
+        )
+        .from_as(names.table("memories"), "m")
+        .and_where(Expr::col(("m", "user_id")).eq(user))
+        .and_where(Expr::cust("NOT m.superseded"))
+        .to_owned()
 }
