@@ -15,6 +15,9 @@ use crate::bench::retrieve::Retriever;
 pub enum Format {
     Longmemeval,
     Locomo,
+    /// A memory set (cli/src/bench/locomo/memory_set.rs): one person's memories and
+    /// questions naming the memories that answer them.
+    Memories,
 }
 
 /// Cortex: long-term memory for AI agents. Administers the store the memory server uses
@@ -120,6 +123,11 @@ pub struct BenchArgs {
     /// Writes the full JSON report here.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// Appends each scored question's dense and BM25 lists (depth 200, with their scores
+    /// and each query term's idf) to this file as JSON Lines, for offline fusion studies.
+    #[arg(long, value_name = "FILE")]
+    pub lists: Option<PathBuf>,
 
     /// Writes the markdown tables here (they are always printed on stdout).
     #[arg(long, value_name = "FILE")]

@@ -14,7 +14,7 @@ use crate::bench::locomo::report::{
     LOCOMO_REPORT_FORMAT, LocomoConfig, LocomoCounts, LocomoReport, markdown as locomo_markdown,
     summarize as locomo_summarize,
 };
-use crate::bench::locomo::{self, LocomoOptions, MEMORY_TEMPLATE};
+use crate::bench::locomo::{self, LocomoOptions, MEMORY_TEMPLATE, Split};
 use crate::bench::providers::{QaModelChoice, RunProviders, default_cache_path};
 use crate::bench::qa::QaSettings;
 use crate::bench::report::{BenchReport, QaSetup, REPORT_FORMAT, RunConfig, markdown, summarize};
@@ -32,7 +32,9 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
             let env = |name: &str| std::env::var(name).ok();
             let text = match args.format {
                 Format::Longmemeval => markdown(&bench(&args, &env).await?),
-                Format::Locomo => locomo_markdown(&bench_locomo(&args, &env).await?),
+                Format::Locomo | Format::Memories => {
+                    locomo_markdown(&bench_locomo(&args, &env).await?)
+                }
             };
             if !args.quiet {
                 print!("{text}");
@@ -131,6 +133,7 @@ pub async fn bench(
         depth,
         retrievers: dedup(&args.retriever),
         engine,
+        lists: args.lists.clone(),
     };
     let signature = providers.embedder.embedding_signature();
     let models = RunModels {
@@ -213,13 +216,21 @@ pub async fn bench_locomo(
     }
     let tier: Tier = args.tier;
     let depth = depth(args)?;
-    let samples = locomo::dataset::load(&args.data)?;
+    let samples = match args.format {
+        Format::Memories => vec![locomo::memory_set::load(&args.data)?],
+        _ => locomo::dataset::load(&args.data)?,
+    };
     let providers = RunProviders::from_env(env, cache_path(args).as_deref(), tier, None).await?;
     let options = LocomoOptions {
         depth,
         retrievers: dedup(&args.retriever),
         engine: EngineConfig::default().with_tier(tier),
         limit: args.limit,
+        split: match args.format {
+            Format::Memories => Split::Question,
+            _ => Split::Conversation,
+        },
+        lists: args.lists.clone(),
     };
     let signature = providers.embedder.embedding_signature();
     let models = RunModels {
@@ -259,7 +270,10 @@ pub async fn bench_locomo(
             embedding_dimension: signature.dimension,
             tier: tier.as_str().to_owned(),
             limit: args.limit,
-            memory_template: MEMORY_TEMPLATE,
+            memory_template: match args.format {
+                Format::Memories => "{content}",
+                _ => MEMORY_TEMPLATE,
+            },
         },
         counts: LocomoCounts {
             conversations: output.conversations,

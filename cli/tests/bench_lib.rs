@@ -30,6 +30,7 @@ fn options(granularity: Granularity, retrievers: Vec<Retriever>) -> RunOptions {
         depth: 20,
         retrievers,
         engine: EngineConfig::default(),
+        lists: None,
     }
 }
 

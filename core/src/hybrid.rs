@@ -1,23 +1,13 @@
-//! Hybrid retrieval: dense and BM25 candidate lists fused by Reciprocal Rank Fusion.
+//! Hybrid retrieval: dense and BM25 candidate lists fused (see [`crate::fusion`]).
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fusion::{ListWeights, lexical_bound, lexical_share, lexical_term};
+pub use crate::fusion::{NEIGHBOUR_WEIGHT, RRF_K};
 use crate::index::{Hit, MemoryIndex};
 use crate::memory::Memory;
-
-/// The RRF constant. Cormack et al. (2009) tuned 60 for fusing many deep TREC runs; for
-/// these two lists a small constant lets a memory that either list ranks near the top
-/// stay there, and makes the fused order insensitive to the pool's depth (docs/RETRIEVAL.md
-/// has the sweep).
-pub const RRF_K: f64 = 3.0;
-
-/// The share of its best neighbour's fused score a candidate adds to its own. Memories
-/// written one after another belong together (the turns of one conversation): a candidate
-/// next to a strong one moves up among the candidates. Only candidates move; a memory
-/// neither list ranked is never added. docs/RETRIEVAL.md has the sweep.
-pub const NEIGHBOUR_WEIGHT: f64 = 0.2;
 
 /// The smallest candidate pool per retriever: the pool of the default limit (10) before
 /// pools stopped depending on the limit.
@@ -30,17 +20,12 @@ pub fn candidate_pool(top_k: usize) -> usize {
     top_k.max(MIN_POOL)
 }
 
-/// One list's RRF contribution for a 1-based rank.
-pub fn rrf_term(rank: u32) -> f64 {
-    1.0 / (RRF_K + f64::from(rank))
-}
-
 /// A recalled memory with its fused score and each retriever's 1-based rank.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredMemory {
     pub memory: Memory,
-    /// Sum of `1 / (RRF_K + rank)` over the lists the memory appears in, plus
-    /// [`NEIGHBOUR_WEIGHT`] times the better of its neighbours' sums.
+    /// Its fused score (see [`crate::fusion`]): the dense term, plus the lexical term,
+    /// plus [`NEIGHBOUR_WEIGHT`] times the better of its neighbours' sums.
     pub score: f64,
     pub dense_rank: Option<u32>,
     pub lexical_rank: Option<u32>,
@@ -48,8 +33,9 @@ pub struct ScoredMemory {
     pub rerank_score: Option<f64>,
 }
 
-/// Ranks a user's index for one query: each retriever's pool, fused by RRF, best `top_k`
-/// first; ties by earlier insertion. `query_terms` are the distinct byte-ordered terms.
+/// Ranks a user's index for one query: each retriever's pool, fused (see
+/// [`crate::fusion`]), best `top_k` first; ties by earlier insertion. `query_terms` are
+/// the distinct byte-ordered terms.
 pub fn hybrid_retrieve(
     index: &MemoryIndex,
     query_embedding: &[f32],
@@ -59,27 +45,39 @@ pub fn hybrid_retrieve(
     let pool = candidate_pool(top_k);
     let dense = index.dense_search(query_embedding, pool);
     let lexical = index.lexical_search(query_terms, pool);
-    fuse(index, &dense, &lexical, top_k)
+    let bound = lexical_bound(index.term_idfs(query_terms));
+    fuse(index, &dense, &lexical, bound, top_k)
 }
 
-fn fuse(index: &MemoryIndex, dense: &[Hit], lexical: &[Hit], top_k: usize) -> Vec<ScoredMemory> {
-    // (dense rank, lexical rank) per row; the score is summed dense-then-lexical on every
-    // path so equal rank pairs give bit-equal scores.
-    let mut ranks: HashMap<usize, (Option<u32>, Option<u32>)> = HashMap::new();
+fn fuse(
+    index: &MemoryIndex,
+    dense: &[Hit],
+    lexical: &[Hit],
+    bound: f64,
+    top_k: usize,
+) -> Vec<ScoredMemory> {
+    let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<f64>>();
+    let weights = ListWeights::of_lists(&scores(dense), &scores(lexical), bound);
+    // Per row: its dense rank, and its lexical rank with its weighted share; the score is
+    // summed dense-then-lexical on every path so equal inputs give bit-equal scores.
+    type Lexical = Option<(u32, f64)>;
+    let mut ranks: HashMap<usize, (Option<u32>, Lexical)> = HashMap::new();
     for (i, hit) in dense.iter().enumerate() {
         ranks.entry(hit.row).or_default().0 = Some(i as u32 + 1);
     }
     for (i, hit) in lexical.iter().enumerate() {
-        ranks.entry(hit.row).or_default().1 = Some(i as u32 + 1);
+        let numerator = weights.lexical_numerator(lexical_share(hit.score, bound));
+        ranks.entry(hit.row).or_default().1 = Some((i as u32 + 1, numerator));
     }
     let mut fused: Vec<(usize, f64, Option<u32>, Option<u32>)> = ranks
         .into_iter()
         .map(|(row, (d, l))| {
-            let score = d.map_or(0.0, rrf_term) + l.map_or(0.0, rrf_term);
-            (row, score, d, l)
+            let score = d.map_or(0.0, |r| weights.dense_term(r))
+                + l.map_or(0.0, |(r, numerator)| lexical_term(numerator, r));
+            (row, score, d, l.map(|(r, _)| r))
         })
         .collect();
-    // Each candidate adds a share of the better of its two neighbours' RRF scores (zero
+    // Each candidate adds a share of the better of its two neighbours' fused scores (zero
     // for a neighbour that is no candidate), read before any is changed.
     let rrf: HashMap<i64, f64> = fused
         .iter()
@@ -154,28 +152,82 @@ mod tests {
         }
     }
 
+    /// The fused terms of one query, from its lists as the index gives them: what each
+    /// dense rank and each lexical rank adds.
+    struct Terms {
+        weights: ListWeights,
+        dense: Vec<(i64, f64)>,
+        lexical: Vec<(i64, f64)>,
+    }
+
+    impl Terms {
+        fn of(index: &MemoryIndex, query: &[f32], text: &str) -> Self {
+            let terms = query_terms(text);
+            let dense = index.dense_search(query, MIN_POOL);
+            let lexical = index.lexical_search(&terms, MIN_POOL);
+            let bound = lexical_bound(index.term_idfs(&terms));
+            let scores = |h: &[Hit]| h.iter().map(|h| h.score).collect::<Vec<_>>();
+            let weights = ListWeights::of_lists(&scores(&dense), &scores(&lexical), bound);
+            Terms {
+                weights,
+                dense: dense
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| (index.memory(h.row).seq, weights.dense_term(i as u32 + 1)))
+                    .collect(),
+                lexical: lexical
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| {
+                        let numerator = weights.lexical_numerator(lexical_share(h.score, bound));
+                        (
+                            index.memory(h.row).seq,
+                            lexical_term(numerator, i as u32 + 1),
+                        )
+                    })
+                    .collect(),
+            }
+        }
+
+        /// The dense-then-lexical sum of a memory, before its neighbours'.
+        fn fused(&self, seq: i64) -> f64 {
+            let of = |list: &[(i64, f64)]| {
+                list.iter()
+                    .find(|(s, _)| *s == seq)
+                    .map_or(0.0, |(_, t)| *t)
+            };
+            of(&self.dense) + of(&self.lexical)
+        }
+    }
+
     #[test]
-    fn a_memory_both_lists_rank_high_beats_one_list_alone() {
+    fn a_memory_both_lists_rank_high_beats_one_list_alone_when_neither_is_sure() {
         let mut index = MemoryIndex::new(2);
-        // seq 1: dense rank 1, no term; seq 2: lexical rank 1, dense last; seq 3: second
-        // in both lists, which RRF puts first.
+        // seq 1: dense rank 1, no term; seq 2: lexical rank 1 on one of the query's three
+        // words, dense last; seq 3: second in both lists, which fusion puts first.
         index.insert(memory(1, "unrelated"), &[1.0, 0.0]).unwrap();
-        index.insert(memory(2, "zebra zebra"), &[0.0, 1.0]).unwrap();
+        index.insert(memory(2, "zebra"), &[0.0, 1.0]).unwrap();
         index
-            .insert(memory(3, "zebra and many other words"), &[0.9, 0.2])
+            .insert(
+                memory(3, "zebra crossing and many other words"),
+                &[0.9, 0.2],
+            )
             .unwrap();
         // Dense-only fillers between seq 3 and seq 2 in the dense list.
         for seq in 4..9 {
             index.insert(memory(seq, "filler"), &[0.5, 0.5]).unwrap();
         }
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("zebra"), 3);
+        let query = "zebra crossing lights";
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms(query), 3);
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         assert_eq!(seqs[0], 3, "{got:?}");
-        // Its better neighbour is seq 2 (dense rank 8, lexical rank 1), not filler seq 4.
-        let neighbour = rrf_term(8) + rrf_term(1);
+        assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(2), Some(1)));
+        // Its better neighbour is seq 2 (dense rank 8, lexical rank 2), not filler seq 4.
+        let terms = Terms::of(&index, &[1.0, 0.0], query);
+        assert!(terms.fused(2) > terms.fused(4));
         assert_eq!(
             got[0].score,
-            rrf_term(2) + rrf_term(2) + NEIGHBOUR_WEIGHT * neighbour
+            terms.fused(3) + NEIGHBOUR_WEIGHT * terms.fused(2)
         );
     }
 
@@ -196,11 +248,13 @@ mod tests {
         }
         let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 3);
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
-        // By RRF alone seq 6 (dense rank 2) would come before seq 4 (dense rank 3).
+        // By the lists alone seq 6 (dense rank 2) would come before seq 4 (dense rank 3).
         assert_eq!(seqs, [3, 4, 6], "{got:?}");
+        let terms = Terms::of(&index, &[1.0, 0.0], "alpha");
+        assert!(terms.fused(6) > terms.fused(4));
         assert_eq!(
             got[1].score,
-            rrf_term(3) + NEIGHBOUR_WEIGHT * (rrf_term(1) + rrf_term(1))
+            terms.fused(4) + NEIGHBOUR_WEIGHT * terms.fused(3)
         );
         // Removing seq 3 takes the boost away with it.
         index.remove(&got[0].memory.id);
@@ -225,17 +279,75 @@ mod tests {
             .unwrap();
         let got = hybrid_retrieve(&index, &[0.9, 0.1], &query_terms("zebra"), 3);
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
-        // seq 3: dense rank 1 + lexical rank 2 (BM25 favours the shorter "zebra").
-        assert_eq!(seqs, [3, 2, 1]);
-        assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(1), Some(2)));
-        // Its neighbour seq 2 adds a fifth of its RRF score.
-        assert_eq!(
-            got[0].score,
-            rrf_term(1) + rrf_term(2) + NEIGHBOUR_WEIGHT * (rrf_term(3) + rrf_term(1))
-        );
-        // seq 2: lexical rank 1 and dense rank 3 beats seq 1's dense rank 2 alone.
-        assert_eq!((got[1].dense_rank, got[1].lexical_rank), (Some(3), Some(1)));
+        // Dense's first two nearly tie (cosines 1.0 and 0.994) and BM25's first holds the
+        // whole query: the lexical list leads. seq 2 (lexical rank 1, dense rank 3), then
+        // seq 3 (dense rank 1, lexical rank 2), then seq 1 (dense rank 2 alone).
+        assert_eq!(seqs, [2, 3, 1]);
+        assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(3), Some(1)));
+        assert_eq!((got[1].dense_rank, got[1].lexical_rank), (Some(1), Some(2)));
         assert_eq!((got[2].dense_rank, got[2].lexical_rank), (Some(2), None));
+        let terms = Terms::of(&index, &[0.9, 0.1], "zebra");
+        assert!(terms.weights.lexical > terms.weights.dense);
+        // Each adds a share of its better neighbour's fused score.
+        assert_eq!(
+            got[1].score,
+            terms.fused(3) + NEIGHBOUR_WEIGHT * terms.fused(2)
+        );
+    }
+
+    #[test]
+    fn an_incidental_word_does_not_outvote_a_clear_dense_first() {
+        // The case fusion by ranks alone loses: the query shares one common word with a
+        // memory that means something else, and none with the one that answers it.
+        let mut index = MemoryIndex::new(2);
+        index
+            .insert(memory(1, "Hannah's manager is Dev Raman"), &[1.0, 0.05])
+            .unwrap();
+        index
+            .insert(
+                memory(2, "The boss fight in the game took an hour"),
+                &[0.3, 1.0],
+            )
+            .unwrap();
+        for seq in 3..8 {
+            index
+                .insert(memory(seq, "unrelated filler"), &[0.5, 0.8])
+                .unwrap();
+        }
+        let query = query_terms("who is my boss at work");
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query, 3);
+        assert_eq!(got[0].memory.seq, 1, "{got:?}");
+        assert_eq!(got[0].lexical_rank, None);
+        // Plain RRF (equal weights, no share) would have put seq 2 first: lexical rank 1
+        // plus its dense rank beats dense rank 1 alone.
+        let plain = |d: Option<u32>, l: Option<u32>| {
+            d.map_or(0.0, |r| 1.0 / (RRF_K + f64::from(r)))
+                + l.map_or(0.0, |r| 1.0 / (RRF_K + f64::from(r)))
+        };
+        let second = got.iter().find(|s| s.memory.seq == 2).unwrap();
+        assert!(plain(second.dense_rank, second.lexical_rank) > plain(Some(1), None));
+    }
+
+    #[test]
+    fn a_full_lexical_match_still_wins_over_a_vague_dense_first() {
+        // A rare exact token (an id) that one memory holds: BM25 is sure, dense is not.
+        let mut index = MemoryIndex::new(2);
+        index
+            .insert(
+                memory(1, "The sandbox key is named ACME-SBX-7731"),
+                &[0.6, 0.8],
+            )
+            .unwrap();
+        for seq in 2..8 {
+            let x = 0.9 - seq as f32 * 0.01;
+            index
+                .insert(memory(seq, "notes about keys and sandboxes"), &[x, 0.4])
+                .unwrap();
+        }
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("what is 7731"), 3);
+        assert_eq!(got[0].memory.seq, 1, "{got:?}");
+        assert_eq!(got[0].lexical_rank, Some(1));
+        assert_ne!(got[0].dense_rank, Some(1));
     }
 
     #[test]

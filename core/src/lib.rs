@@ -12,6 +12,7 @@ pub mod embedding;
 pub mod engine;
 pub mod enrichment_store;
 pub mod error;
+pub mod fusion;
 pub mod hybrid;
 pub mod in_memory;
 pub mod index;

@@ -9,8 +9,13 @@ use cortex_core::tokenizer::tokenize;
 const K1: f64 = 1.2;
 const B: f64 = 0.3;
 const RRF_K: f64 = 3.0;
-const NEIGHBOUR_WEIGHT: f64 = 0.2;
+const NEIGHBOUR_WEIGHT: f64 = 0.1;
 const MIN_POOL: usize = 40;
+// Fusion weights (docs/RETRIEVAL.md): a unit of lexical share against a unit of cosine gap,
+// the least weight a list keeps, and what keeps two silent lists equal.
+const LEXICAL_CONFIDENCE: f64 = 1.0;
+const MIN_WEIGHT: f64 = 0.2;
+const EPSILON: f64 = 1e-3;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a
@@ -76,15 +81,46 @@ pub fn hybrid_ranking(
             lexical_scores.push((score, docs[i].0.seq, i));
         }
     }
+    let score_of: HashMap<usize, f64> = lexical_scores.iter().map(|&(s, _, i)| (i, s)).collect();
     let lexical = ranked(lexical_scores, pool);
 
-    let mut fused: HashMap<usize, f64> = HashMap::new();
-    for list in [&dense, &lexical] {
-        for (rank, i) in list.iter().enumerate() {
-            *fused.entry(*i).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+    // The query's bound: every query term's idf, held by a memory or not.
+    let bound: f64 = terms
+        .iter()
+        .map(|term| {
+            let df = tokens.iter().filter(|d| d.contains(term)).count() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .sum();
+    let share = |i: usize| {
+        if bound > 0.0 {
+            (score_of[&i] / bound).min(1.0)
+        } else {
+            0.0
         }
+    };
+    // Each list's weight: BM25's by its first memory's share, dense's by how far its
+    // first cosine stands above its second.
+    let lexical_confidence = lexical.first().map_or(0.0, |&i| share(i));
+    let dense_confidence = match dense.as_slice() {
+        [first, second, ..] => {
+            cosine(&docs[*first].1, query_embedding) - cosine(&docs[*second].1, query_embedding)
+        }
+        _ => 0.0,
+    };
+    let l = LEXICAL_CONFIDENCE * lexical_confidence + EPSILON;
+    let d = dense_confidence.max(0.0) + EPSILON;
+    let lexical_weight = MIN_WEIGHT + (1.0 - 2.0 * MIN_WEIGHT) * l / (l + d);
+    let (wd, wl) = (2.0 * (1.0 - lexical_weight), 2.0 * lexical_weight);
+
+    let mut fused: HashMap<usize, f64> = HashMap::new();
+    for (rank, i) in dense.iter().enumerate() {
+        *fused.entry(*i).or_default() += wd / (RRF_K + rank as f64 + 1.0);
     }
-    // A candidate adds a fifth of the better RRF score of the live memories written just
+    for (rank, i) in lexical.iter().enumerate() {
+        *fused.entry(*i).or_default() += wl * share(*i) / (RRF_K + rank as f64 + 1.0);
+    }
+    // A candidate adds a tenth of the better fused score of the live memories written just
     // before and just after it (zero when that one is no candidate).
     let mut by_seq: Vec<(i64, usize)> = docs
         .iter()

@@ -61,6 +61,8 @@ pub const NOANS_SUFFIX: &str = "::noans";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unit {
     pub content: String,
+    /// The kind it is memorized as.
+    pub kind: MemoryKind,
     /// Index of its session in the haystack (for its date).
     pub session: usize,
     /// The key the metrics rank it under.
@@ -123,6 +125,7 @@ pub fn build_corpus(question: &Question, options: &CorpusOptions) -> Corpus {
             Granularity::Turn => {
                 for turn in &indexed {
                     units.push(Unit {
+                        kind: MemoryKind::Note,
                         content: render_turn(turn, options.roles),
                         session: index,
                         key: key_of(turn.has_answer == Some(true)),
@@ -137,6 +140,7 @@ pub fn build_corpus(question: &Question, options: &CorpusOptions) -> Corpus {
                     .collect();
                 for content in chunk(&rendered, options.max_bytes) {
                     units.push(Unit {
+                        kind: MemoryKind::Note,
                         content,
                         session: index,
                         key: key.clone(),
@@ -237,7 +241,7 @@ pub async fn ingest(
     let mut ids = Vec::with_capacity(corpus.units.len());
     for unit in &corpus.units {
         let stored = engine
-            .memorize(user, &unit.content, MemoryKind::Note, &[])
+            .memorize(user, &unit.content, unit.kind, &[])
             .await
             .map_err(|e| BenchError::engine(question_id, e))?;
         ids.push(stored.memory.id);

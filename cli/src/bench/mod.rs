@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod dataset;
+pub mod half;
 pub mod ingest;
 pub mod locomo;
 pub mod metrics;
@@ -41,6 +42,8 @@ pub struct RunOptions {
     /// In order; the first one feeds the QA reader.
     pub retrievers: Vec<Retriever>,
     pub engine: EngineConfig,
+    /// Where to append each question's scored lists (`--lists`).
+    pub lists: Option<std::path::PathBuf>,
 }
 
 /// The models a run calls.
@@ -96,6 +99,7 @@ async fn run_question(
     let corpus = build_corpus(question, &options.corpus);
     let mut result = QuestionResult {
         question_id: question.question_id.clone(),
+        half: half::Half::of(index),
         question_type: question.question_type.clone(),
         abstention: question.is_abstention(),
         sessions: question.haystack_sessions.len(),
@@ -130,6 +134,22 @@ async fn run_question(
         &slot.user,
         &question.question_id,
     );
+    if let (Some(path), false) = (&options.lists, result.abstention) {
+        let gold: Vec<usize> = (0..corpus.units.len())
+            .filter(|&i| corpus.gold.contains(&corpus.units[i].key))
+            .collect();
+        let sessions: Vec<usize> = corpus.units.iter().map(|u| u.session).collect();
+        ranker
+            .write_lists(
+                path,
+                &question.question,
+                &by_id,
+                &gold,
+                &sessions,
+                &question.question_id,
+            )
+            .await?;
+    }
     let mut reader_ranking = None;
     for (n, &retriever) in options.retrievers.iter().enumerate() {
         let needed_for_qa = n == 0 && models.qa.is_some();

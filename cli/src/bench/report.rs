@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::bench::backend::BackendKind;
+use crate::bench::half::Half;
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::metrics::{KS, Scores, metric_names};
 use crate::bench::qa::QaOutcome;
@@ -91,6 +92,7 @@ pub struct QuestionRetrieval {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct QuestionResult {
     pub question_id: String,
+    pub half: Half,
     pub question_type: String,
     pub abstention: bool,
     pub sessions: usize,
@@ -147,6 +149,8 @@ pub struct Averaged {
 pub struct RetrievalSummary {
     pub depth: usize,
     pub overall: Averaged,
+    /// Keyed `tuning` and `held-out`.
+    pub by_half: BTreeMap<&'static str, Averaged>,
     pub by_type: BTreeMap<String, Averaged>,
     pub depth_short: usize,
 }
@@ -250,8 +254,10 @@ pub fn summarize(
         let of = |r: &&QuestionResult| r.retrieval.get(&retriever).cloned();
         let all: Vec<QuestionRetrieval> = scored.iter().filter_map(of).collect();
         let mut by_type: BTreeMap<String, Vec<QuestionRetrieval>> = BTreeMap::new();
+        let mut by_half: BTreeMap<&'static str, Vec<QuestionRetrieval>> = BTreeMap::new();
         for r in &scored {
             if let Some(q) = of(r) {
+                by_half.entry(r.half.as_str()).or_default().push(q.clone());
                 by_type.entry(r.question_type.clone()).or_default().push(q);
             }
         }
@@ -264,6 +270,10 @@ pub fn summarize(
             RetrievalSummary {
                 depth: config.depth,
                 overall: averaged(&all),
+                by_half: by_half
+                    .iter()
+                    .map(|(h, list)| (*h, averaged(list)))
+                    .collect(),
                 by_type: by_type
                     .iter()
                     .map(|(t, list)| (t.clone(), averaged(list)))
@@ -328,12 +338,25 @@ pub fn markdown(report: &BenchReport) -> String {
         report.counts.memories,
     );
     let header = metric_header();
-    let _ = writeln!(out, "| retriever | n | {header} |");
-    let _ = writeln!(out, "|---|---:|{}", "---:|".repeat(KS.len() * 3));
+    let _ = writeln!(out, "| retriever | half | n | {header} |");
+    let _ = writeln!(out, "|---|---|---:|{}", "---:|".repeat(KS.len() * 3));
+    for half in [Half::Tuning, Half::HeldOut] {
+        for (retriever, summary) in &report.retrieval {
+            if let Some(averaged) = summary.by_half.get(half.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "| {retriever} | {} | {} | {} |",
+                    half.as_str(),
+                    averaged.questions,
+                    metric_cells(&averaged.metrics)
+                );
+            }
+        }
+    }
     for (retriever, summary) in &report.retrieval {
         let _ = writeln!(
             out,
-            "| {retriever} | {} | {} |",
+            "| {retriever} | all | {} | {} |",
             summary.overall.questions,
             metric_cells(&summary.overall.metrics)
         );

@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 
 use clap::ValueEnum;
@@ -19,6 +21,9 @@ use cortex_core::{
 use serde::Serialize;
 
 use crate::error::BenchError;
+
+/// The depth of the lists `--lists` writes.
+pub const LISTS_DEPTH: usize = 200;
 
 /// A way to rank memories for a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
@@ -110,6 +115,49 @@ impl<'a> Ranker<'a> {
                 Ok(ids(index, index.lexical_search(&terms, depth)))
             }
         }
+    }
+
+    /// Appends one JSON line to `path` with both lists at depth [`LISTS_DEPTH`], scored
+    /// (memories as positions in the corpus, in insertion order), each query term's idf,
+    /// the gold positions and each memory's session: what an offline fusion study needs.
+    pub async fn write_lists(
+        &mut self,
+        path: &Path,
+        query: &str,
+        by_id: &HashMap<MemoryId, usize>,
+        gold: &[usize],
+        session_of: &[usize],
+        group: &str,
+    ) -> Result<(), BenchError> {
+        let depth = LISTS_DEPTH;
+        let vector = self.embed_query(query).await?;
+        let terms = query_terms(query);
+        let index = self.index().await?;
+        let list = |hits: Vec<cortex_core::index::Hit>| -> Vec<(usize, f64)> {
+            hits.into_iter()
+                .filter_map(|h| by_id.get(&index.memory(h.row).id).map(|&p| (p, h.score)))
+                .collect()
+        };
+        let line = serde_json::json!({
+            "group": group,
+            "question": query,
+            "terms": terms,
+            "idfs": index.term_idfs(&terms),
+            "gold": gold,
+            "session_of": session_of,
+            "dense": list(index.dense_search(&vector, depth)),
+            "bm25": list(index.lexical_search(&terms, depth)),
+        });
+        let io = |source| BenchError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        writeln!(file, "{line}").map_err(io)
     }
 
     async fn embed_query(&mut self, query: &str) -> Result<Vec<f32>, BenchError> {

@@ -100,6 +100,22 @@ impl LexicalIndex {
         postings + doc_terms + terms + self.doc_len.capacity() * 4
     }
 
+    /// The idf of each of `terms` (distinct, byte-ordered) over the live rows; a term no
+    /// live row holds has document frequency 0.
+    pub(crate) fn idfs(&self, terms: &[String]) -> Vec<f64> {
+        let live = self.doc_len.len() as u64;
+        terms
+            .iter()
+            .map(|t| {
+                let df = self
+                    .term_ids
+                    .get(t)
+                    .map_or(0, |&id| self.postings[id as usize].len() as u64);
+                bm25_idf(live, df)
+            })
+            .collect()
+    }
+
     /// BM25 scores of every row containing at least one of `terms` (distinct, byte-ordered).
     pub(crate) fn scores(&self, terms: &[String]) -> Vec<(usize, f64)> {
         let live = self.doc_len.len() as u64;

@@ -158,6 +158,14 @@ impl MemoryIndex {
         self.top(hits, pool)
     }
 
+    /// The idf of each query term over the live memories (0 live memories: empty).
+    pub fn term_idfs(&self, terms: &[String]) -> Vec<f64> {
+        if self.memories.is_empty() {
+            return Vec::new();
+        }
+        self.lexical.idfs(terms)
+    }
+
     /// Partial selection of the best `k`, then a sort of just those.
     fn top(&self, mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
         let order = |a: &Hit, b: &Hit| self.rank_order(a, b);

@@ -1,15 +1,18 @@
-//! Fusion: the two sides' ranks by Reciprocal Rank Fusion, each candidate smoothed by its
-//! neighbours' fused scores, and the best `top_k` memories read.
+//! Fusion (`cortex_core::fusion`): the two sides' ranks, weighted per query and the BM25
+//! side's by each memory's share, each candidate smoothed by its neighbours' fused scores,
+//! and the best `top_k` memories read.
 
+use cortex_core::fusion::{EPSILON, LEXICAL_CONFIDENCE, MIN_WEIGHT};
 use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory};
 use cortex_core::{Memory, StoreError};
+use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
-use super::Ranked;
 use super::cte::{Cte, Ctes};
 use super::dense_side::dense_ranks;
 use super::sql_count;
+use super::{LexicalSide, Ranked};
 use crate::codec::{memory_at, memory_columns};
 use crate::dense::DensePlan;
 use crate::schema::Names;
@@ -45,14 +48,16 @@ fn unnested(ranked: &Ranked) -> SelectStatement {
 /// The fused statement for one query: the dense side's ranks (`dense`: searched here, or
 /// from the [`dense`](super::dense) statement), fused with the BM25 side's (`lexical`,
 /// from the [`lexical`](super::lexical) statement; both in the same snapshot), and the
-/// best `top_k` memories read. Planned per search when it searches the dense side (see
+/// best `top_k` memories read. `unit_query` is the query embedding scaled to unit length
+/// by the core. Planned per search when it searches the dense side (see
 /// [`super::transaction`]).
 pub(crate) fn fused(
     names: &Names,
     user: &str,
     top_k: usize,
+    unit_query: &[f32],
     dense: DenseSide<'_>,
-    lexical: &Ranked,
+    lexical: &LexicalSide,
 ) -> Built {
     let mut ctes = Ctes::new();
     let dense = match dense {
@@ -61,9 +66,18 @@ pub(crate) fn fused(
         }
         DenseSide::Ranked(ranked) => ctes.add("dense", unnested(ranked)),
     };
-    // The BM25 side's ranks.
-    let lexical = ctes.add("lexical", unnested(lexical));
-    let fused = ctes.add("fused", rrf(dense, lexical));
+    // The BM25 side's ranks and shares.
+    let weights = weights(&mut ctes, names, dense, unit_query, lexical.confidence());
+    let lexical = ctes.add(
+        "lexical",
+        unnested(&lexical.ranked)
+            .expr_as(
+                Expr::cust_with_values("unnest($1::float8[])", [lexical.shares.clone()]),
+                "share",
+            )
+            .to_owned(),
+    );
+    let fused = ctes.add("fused", rrf(dense, lexical, weights));
     let smoothed = smoothed(&mut ctes, names, user, fused);
     // The best `top_k`, before any memory is read: the fused rows are up to twice the
     // pool, and only these are returned (every fused row is a live memory's).
@@ -106,17 +120,95 @@ pub(crate) fn fused(
     build(&select)
 }
 
-/// `(seq, d_rank, l_rank, score)`: RRF over both sides, dense first then lexical, as the
-/// core adds them.
-fn rrf(dense: Cte, lexical: Cte) -> SelectStatement {
+/// `weights` (`wd`, `wl`): the lists' weights as `ListWeights::new` computes them, from
+/// the BM25 side's confidence (bound, computed by the core) and the gap between the
+/// core's own cosines (`cortex_unit_dot`) of the dense side's first two memories.
+fn weights(
+    ctes: &mut Ctes,
+    names: &Names,
+    dense: Cte,
+    unit_query: &[f32],
+    lexical_confidence: f64,
+) -> Cte {
+    let gap = ctes.add(
+        "d_gap",
+        Query::select()
+            .expr_as(
+                Expr::cust(
+                    "COALESCE(max(cos) FILTER (WHERE rnk = 1) - max(cos) FILTER (WHERE rnk = 2), \
+                     0::float8)",
+                ),
+                "gap",
+            )
+            .from_subquery(
+                Query::select()
+                    .column(("d", "rnk"))
+                    .expr_as(
+                        Expr::cust_with_values(
+                            format!(
+                                "{}(m.embedding::real[], $1::vector::real[])::float8",
+                                names.q("cortex_unit_dot")
+                            ),
+                            [Vector::from(unit_query.to_vec())],
+                        ),
+                        "cos",
+                    )
+                    .from_as(dense.name(), "d")
+                    .join_as(
+                        JoinType::InnerJoin,
+                        names.table("memories"),
+                        "m",
+                        Expr::col(("m", "seq")).equals(("d", "seq")),
+                    )
+                    .and_where(Expr::cust("d.rnk <= 2"))
+                    .to_owned(),
+                "t",
+            )
+            .to_owned(),
+    );
+    // lexical = LEXICAL_CONFIDENCE * confidence + EPSILON, computed here as the core does.
+    let lexical = LEXICAL_CONFIDENCE * lexical_confidence + EPSILON;
+    let balanced = ctes.add(
+        "w_lex",
+        Query::select()
+            .expr_as(
+                Expr::cust_with_values(
+                    "$1::float8 + $2::float8 * ($3::float8 / ($4::float8 + \
+                     (GREATEST(g.gap, 0::float8) + $5::float8)))",
+                    [
+                        MIN_WEIGHT,
+                        1.0 - 2.0 * MIN_WEIGHT,
+                        lexical,
+                        lexical,
+                        EPSILON,
+                    ],
+                ),
+                "wl",
+            )
+            .from_as(gap.name(), "g")
+            .to_owned(),
+    );
+    ctes.add(
+        "weights",
+        Query::select()
+            .expr_as(Expr::cust("2::float8 * (1::float8 - b.wl)"), "wd")
+            .expr_as(Expr::cust("2::float8 * b.wl"), "wl")
+            .from_as(balanced.name(), "b")
+            .to_owned(),
+    )
+}
+
+/// `(seq, d_rank, l_rank, score)`: both sides' weighted terms, dense first then lexical,
+/// as the core adds them.
+fn rrf(dense: Cte, lexical: Cte, weights: Cte) -> SelectStatement {
     Query::select()
         .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), "seq")
         .expr_as(Expr::cust("d.rnk"), "d_rank")
         .expr_as(Expr::cust("l.rnk"), "l_rank")
         .expr_as(
             Expr::cust_with_values(
-                "COALESCE(1::float8 / ($1::float8 + d.rnk::float8), 0::float8) \
-                 + COALESCE(1::float8 / ($2::float8 + l.rnk::float8), 0::float8)",
+                "COALESCE(w.wd / ($1::float8 + d.rnk::float8), 0::float8) \
+                 + COALESCE((w.wl * l.share) / ($2::float8 + l.rnk::float8), 0::float8)",
                 [RRF_K, RRF_K],
             ),
             "score",
@@ -128,10 +220,11 @@ fn rrf(dense: Cte, lexical: Cte) -> SelectStatement {
             "l",
             Expr::col(("d", "seq")).equals(("l", "seq")),
         )
+        .join_as(JoinType::InnerJoin, weights.name(), "w", Expr::cust("true"))
         .to_owned()
 }
 
-/// Each candidate adds NEIGHBOUR_WEIGHT times the better RRF score of the user's live
+/// Each candidate adds NEIGHBOUR_WEIGHT times the better fused score of the user's live
 /// memories written just before and just after it (zero for one that is no candidate), as
 /// the core adds it. The neighbours are two index lookups on (user_id, seq) of live
 /// memories per fused row (`around`); their scores are joined back (`smoothed`).

@@ -2,7 +2,9 @@
 //! MaxScore, or the grouped scan of a long query) and its one result row.
 
 use cortex_core::StoreError;
+use cortex_core::fusion::{lexical_bound, lexical_share};
 use cortex_core::hybrid::candidate_pool;
+use cortex_core::index::bm25_idf;
 use sea_query::{Expr, Query};
 use tokio_postgres::Row;
 
@@ -140,21 +142,75 @@ pub(crate) fn lexical(
         .expr_as(scored.path, "lexical_path")
         .expr_as(candidates, "r_candidates")
         .expr_as(looked_up, "r_looked_up")
+        .expr_as(
+            Expr::cust("COALESCE(array_agg(score ORDER BY rnk), '{}'::float8[])"),
+            "scores",
+        )
+        // What the query's bound is computed from (see `LexicalSide`): the live count and
+        // every query term's df in the terms' order, 0 for a term no live memory holds.
+        .expr_as(Expr::cust("(SELECT n::int8 FROM stats)"), "live")
+        .expr_as(
+            Expr::cust(format!(
+                "(SELECT array_agg(COALESCE(i.df, 0)::int8 ORDER BY q.ord) FROM {} q \
+                 LEFT JOIN {} i ON i.ord = q.ord)",
+                statistics.query.name(),
+                statistics.terms.name()
+            )),
+            "dfs",
+        )
         .from(lexical.name())
         .with_cte(ctes.finish());
     Some(build(&select))
 }
 
+/// The BM25 side as the fused statement reads it: the ranked memories and each one's
+/// weighted-share input, its [`lexical_share`] of the query's [`lexical_bound`], computed
+/// here by the core's own functions from the statement's scores, live count and dfs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct LexicalSide {
+    pub ranked: Ranked,
+    /// Per ranked memory, best first.
+    pub shares: Vec<f64>,
+}
+
+impl LexicalSide {
+    fn new(ranked: Ranked, scores: &[f64], live: Option<i64>, dfs: &[i64]) -> Self {
+        let live = live.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+        let bound = lexical_bound(
+            dfs.iter()
+                .map(|&df| bm25_idf(live, u64::try_from(df).unwrap_or(0))),
+        );
+        let shares = scores.iter().map(|&s| lexical_share(s, bound)).collect();
+        Self { ranked, shares }
+    }
+
+    /// The share of BM25's first memory (0 with none): its confidence.
+    pub fn confidence(&self) -> f64 {
+        self.shares.first().copied().unwrap_or(0.0)
+    }
+}
+
 /// The [`lexical`] statement's row.
 pub(crate) fn decode_lexical(
     row: &Row,
-) -> Result<(Ranked, LexicalPath, RarestFirstLookups), StoreError> {
+) -> Result<(LexicalSide, LexicalPath, RarestFirstLookups), StoreError> {
     let count = |i: usize| -> Result<u64, StoreError> {
         let n: i64 = get(row, i)?;
         u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("lookup count {n}")))
     };
+    let ranked = Ranked::decode(row)?;
+    let scores: Vec<f64> = get(row, 5)?;
+    let dfs: Option<Vec<i64>> = get(row, 7)?;
+    if scores.len() != ranked.seqs.len() {
+        return Err(StoreError::Corrupt(format!(
+            "{} BM25 scores for {} ranked memories",
+            scores.len(),
+            ranked.seqs.len()
+        )));
+    }
+    let side = LexicalSide::new(ranked, &scores, get(row, 6)?, &dfs.unwrap_or_default());
     Ok((
-        Ranked::decode(row)?,
+        side,
         LexicalPath::from_code(get(row, 2)?)?,
         RarestFirstLookups {
             candidates: count(3)?,

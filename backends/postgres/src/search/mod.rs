@@ -23,10 +23,13 @@
 //!   several terms prune the commonest lists where they cannot change the pool, see
 //!   [`maxscore`]; a query of more than [`lexical::MAX_PRUNED_TERMS`] terms scores every
 //!   posting);
-//! - fusion: `1 / (RRF_K + dense_rank)` then `+ 1 / (RRF_K + lexical_rank)`, plus
-//!   `NEIGHBOUR_WEIGHT` times the larger of the two neighbouring live memories' fused
-//!   scores (by sequence; 0 when not fused), ordered by score then sequence, the best
-//!   `top_k`.
+//! - fusion (`cortex_core::fusion`): the lists' weights from BM25's first share (computed
+//!   by the core's functions from the BM25 statement's scores, live count and dfs) and the
+//!   gap between the core's own cosines (`cortex_unit_dot`) of the dense side's first two,
+//!   then `dense_weight / (RRF_K + dense_rank)` `+ (lexical_weight * share) / (RRF_K +
+//!   lexical_rank)`, plus `NEIGHBOUR_WEIGHT` times the larger of the two neighbouring live
+//!   memories' fused scores (by sequence; 0 when not fused), ordered by score then
+//!   sequence, the best `top_k`.
 //!
 //! Module map: [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
 //! [`statistics`] (terms, statistics, bounds), [`scores`] (per-term scores and their
@@ -54,7 +57,7 @@ use tokio_postgres::Row;
 pub(crate) use cte::{Cte, Ctes};
 pub(crate) use dense_side::{decode_dense, dense};
 pub(crate) use fusion::{DenseSide, decode, fused};
-pub(crate) use lexical::{Pruning, decode_lexical, lexical};
+pub(crate) use lexical::{LexicalSide, Pruning, decode_lexical, lexical};
 pub(crate) use transaction::{Search, Store};
 
 use crate::sql::get;

@@ -173,6 +173,7 @@ pub(super) fn summed_in_order(term_count: usize) -> String {
 pub(super) fn ranked(source: Cte, pool: usize) -> SelectStatement {
     Query::select()
         .column("seq")
+        .column("score")
         .expr_as(
             Expr::cust("row_number() OVER (ORDER BY score DESC, seq ASC)"),
             "rnk",

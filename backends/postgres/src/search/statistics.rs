@@ -20,6 +20,8 @@ const BOUND_TFS: i32 = 32;
 pub(super) struct Statistics {
     /// `l_idf`: the query terms some live memory holds (term, ord, df, max_tf, idf, ub).
     pub terms: Cte,
+    /// `q_terms`: every query term (term, ord).
+    pub query: Cte,
 }
 
 /// The query terms (`q_terms`: term, ord), the user's BM25 statistics (`stats`) and each
@@ -84,7 +86,10 @@ pub(super) fn term_statistics(
             .join_as(JoinType::InnerJoin, stats.name(), "s", Expr::cust("true"))
             .to_owned(),
     );
-    Statistics { terms }
+    Statistics {
+        terms,
+        query: q_terms,
+    }
 }
 
 /// The largest score any posting of a term (`t`, over `stats` as `s`) can have. The score

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::dense::DensePlan;
 use crate::schema::Names;
 use crate::search::lexical::MAX_PRUNED_TERMS;
-use crate::search::{self, DenseSide, Pruning, Ranked};
+use crate::search::{self, DenseSide, LexicalSide, Pruning, Ranked};
 
 const USER: &str = "u";
 const PRUNING: Pruning = Pruning {
@@ -93,7 +93,18 @@ fn fusion_of_ranked_sides() {
         seqs: vec![3, 1],
         ranks: vec![1, 2],
     };
-    let built = search::fused(&names(), USER, 5, DenseSide::Ranked(&ranked), &ranked);
+    let lexical = LexicalSide {
+        ranked: ranked.clone(),
+        shares: vec![0.75, 0.5],
+    };
+    let built = search::fused(
+        &names(),
+        USER,
+        5,
+        &UNIT,
+        DenseSide::Ranked(&ranked),
+        &lexical,
+    );
     snapshot!("fused_ranked", built.0);
 }
 
@@ -103,7 +114,7 @@ fn fusion_searching_the_dense_side() {
         plan: DensePlan::Exact,
         unit_query: &UNIT,
     };
-    let built = search::fused(&names(), USER, 5, dense, &Ranked::default());
+    let built = search::fused(&names(), USER, 5, &UNIT, dense, &LexicalSide::default());
     snapshot!("fused_inline_exact", built.0);
 }
 
@@ -114,6 +125,7 @@ fn distinct_texts() -> (usize, usize, usize) {
     let mut dense = BTreeSet::new();
     let mut fused = BTreeSet::new();
     let ranked = Ranked::default();
+    let bm25 = LexicalSide::default();
     for k in 1..=20 {
         for top_k in 1..=50 {
             lexical.insert(lexical_sql(k, top_k, PRUNING));
@@ -124,10 +136,10 @@ fn distinct_texts() -> (usize, usize, usize) {
                         plan,
                         unit_query: &UNIT,
                     };
-                    fused.insert(search::fused(&names(), USER, top_k, inline, &ranked).0);
+                    fused.insert(search::fused(&names(), USER, top_k, &UNIT, inline, &bm25).0);
                 }
                 let side = DenseSide::Ranked(&ranked);
-                fused.insert(search::fused(&names(), USER, top_k, side, &ranked).0);
+                fused.insert(search::fused(&names(), USER, top_k, &UNIT, side, &bm25).0);
             }
         }
     }

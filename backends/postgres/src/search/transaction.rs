@@ -11,7 +11,9 @@ use futures_util::FutureExt;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
-use super::{DenseSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical};
+use super::{
+    DenseSide, LexicalSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical,
+};
 use crate::config::PostgresConfig;
 use crate::dense::{self as dense_plan, DensePlan};
 use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
@@ -143,11 +145,12 @@ impl Search<'_> {
         )
     }
 
-    fn fused(&self, dense: DenseSide<'_>, lexical: &Ranked) -> Built {
+    fn fused(&self, dense: DenseSide<'_>, lexical: &LexicalSide) -> Built {
         fused(
             self.store.names,
             self.user,
             self.request.top_k,
+            self.unit,
             dense,
             lexical,
         )
@@ -180,7 +183,7 @@ impl Search<'_> {
         };
         let Some(lexical) = self.lexical() else {
             // No query terms: no BM25 side, one statement.
-            let fused = self.fused(self.inline(), &Ranked::default());
+            let fused = self.fused(self.inline(), &LexicalSide::default());
             let rows = transaction.only_fused(&fused).await?;
             return Ok(Found {
                 rows,
@@ -238,7 +241,7 @@ impl Search<'_> {
 /// What the BM25 side (and the dense side, when it ran beside it) found, before the
 /// fusion.
 struct Sides {
-    lexical: Ranked,
+    lexical: LexicalSide,
     path: LexicalPath,
     lookups: RarestFirstLookups,
     /// The dense side, when it ran on a second connection.

@@ -50,6 +50,9 @@ pub struct LocomoTurn {
     /// The caption of an image the speaker shared, when there is one.
     #[serde(default)]
     pub blip_caption: Option<String>,
+    /// The kind it is stored as (memory sets name one; LoCoMo's turns are notes).
+    #[serde(default)]
+    pub kind: Option<cortex_core::MemoryKind>,
 }
 
 /// One question with its normalised evidence ids.

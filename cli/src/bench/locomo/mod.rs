@@ -3,6 +3,7 @@
 //! each retriever and scored by its evidence turns, at turn and at session level.
 
 pub mod dataset;
+pub mod memory_set;
 pub mod metrics;
 pub mod report;
 
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use cortex_core::{CortexMemory, EngineConfig};
 
 use crate::bench::backend::Backend;
+use crate::bench::half::Half;
 use crate::bench::ingest::{Corpus, Unit, ingest, split_long, warm};
 use crate::bench::retrieve::{Ranker, Retriever, positions};
 use crate::bench::{RunModels, Usage, merge_engine_usage, record, require_retrievers};
@@ -30,6 +32,20 @@ pub struct LocomoOptions {
     pub engine: EngineConfig,
     /// Score only the first N questions (in file order).
     pub limit: Option<usize>,
+    /// How questions are split into halves.
+    pub split: Split,
+    /// Where to append each question's scored lists (`--lists`).
+    pub lists: Option<std::path::PathBuf>,
+}
+
+/// How a run's questions are split into a tuning and a held-out half.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// By conversation (LoCoMo): a conversation's questions stay together, so the
+    /// held-out half is memories the choices never saw.
+    Conversation,
+    /// By question (a memory set: one person's memories, questions alternating).
+    Question,
 }
 
 /// What a LoCoMo run produced.
@@ -45,7 +61,12 @@ pub struct LocomoOutput {
 /// A turn as stored: the speaker's name, the text, and the caption of a shared image
 /// (LoCoMo's questions ask about them). NUL is the one character every backend refuses.
 pub fn render_turn(turn: &LocomoTurn, max_bytes: usize) -> String {
-    let mut content = format!("{}: {}", turn.speaker.trim(), turn.text.trim());
+    let speaker = turn.speaker.trim();
+    let mut content = if speaker.is_empty() {
+        turn.text.trim().to_owned()
+    } else {
+        format!("{speaker}: {}", turn.text.trim())
+    };
     if let Some(caption) = turn.blip_caption.as_deref().map(str::trim)
         && !caption.is_empty()
     {
@@ -68,6 +89,7 @@ pub fn corpus(sample: &Sample, max_bytes: usize) -> Corpus {
         .filter_map(|(session, t)| {
             Some(Unit {
                 content: render_turn(t, max_bytes),
+                kind: t.kind.unwrap_or_default(),
                 session,
                 key: dataset::normalize_dia_id(&t.dia_id)?,
             })
@@ -173,6 +195,19 @@ async fn run_sample(
         }
         let mut retrieval = BTreeMap::new();
         if !gold.is_empty() {
+            if let Some(path) = &options.lists {
+                let gold: Vec<usize> = gold.iter().copied().collect();
+                ranker
+                    .write_lists(
+                        path,
+                        &question.question,
+                        &by_id,
+                        &gold,
+                        &session_of,
+                        &sample.sample_id,
+                    )
+                    .await?;
+            }
             for &retriever in &options.retrievers {
                 let ranked = ranker
                     .rank(retriever, &question.question, options.depth)
@@ -193,6 +228,10 @@ async fn run_sample(
         output.results.push(LocomoQuestionResult {
             sample_id: sample.sample_id.clone(),
             index: q_index,
+            half: Half::of(match options.split {
+                Split::Conversation => index,
+                Split::Question => q_index,
+            }),
             question: question.question.clone(),
             category: question.category,
             evidence,
@@ -225,6 +264,7 @@ mod tests {
             dia_id: "D1:1".into(),
             text: text.into(),
             blip_caption: caption.map(str::to_owned),
+            kind: None,
         }
     }
 

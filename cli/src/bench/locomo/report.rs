@@ -8,6 +8,7 @@ use cortex_core::ProviderUsage;
 use serde::Serialize;
 
 use crate::bench::backend::BackendKind;
+use crate::bench::half::Half;
 use crate::bench::locomo::dataset::category_name;
 use crate::bench::locomo::metrics::METRICS;
 use crate::bench::report::{Averaged, CacheStats, MetricMap, name};
@@ -61,6 +62,7 @@ pub struct LocomoQuestionResult {
     pub sample_id: String,
     /// Position among the sample's questions.
     pub index: usize,
+    pub half: Half,
     pub question: String,
     pub category: u32,
     /// The evidence turns found in the conversation.
@@ -73,6 +75,8 @@ pub struct LocomoQuestionResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LocomoSummary {
     pub overall: Averaged,
+    /// Keyed `tuning` and `held-out`.
+    pub by_half: BTreeMap<&'static str, Averaged>,
     /// Keyed `"<n> <name>"` ("4 single-hop").
     pub by_category: BTreeMap<String, Averaged>,
 }
@@ -106,9 +110,14 @@ pub fn summarize(
         .map(|&retriever| {
             let mut all = Vec::new();
             let mut by_category: BTreeMap<String, Vec<&MetricMap>> = BTreeMap::new();
+            let mut by_half: BTreeMap<&'static str, Vec<&MetricMap>> = BTreeMap::new();
             for r in results {
                 if let Some(found) = r.retrieval.get(&retriever) {
                     all.push(&found.metrics);
+                    by_half
+                        .entry(r.half.as_str())
+                        .or_default()
+                        .push(&found.metrics);
                     by_category
                         .entry(format!("{} {}", r.category, category_name(r.category)))
                         .or_default()
@@ -117,6 +126,10 @@ pub fn summarize(
             }
             let summary = LocomoSummary {
                 overall: averaged(&all),
+                by_half: by_half
+                    .iter()
+                    .map(|(h, list)| (*h, averaged(list)))
+                    .collect(),
                 by_category: by_category
                     .iter()
                     .map(|(c, list)| (c.clone(), averaged(list)))
@@ -151,12 +164,25 @@ pub fn markdown(report: &LocomoReport) -> String {
     );
     let header = METRICS.map(|m| m.0).join(" | ");
     let rule = "---:|".repeat(METRICS.len());
-    let _ = writeln!(out, "| retriever | n | {header} |");
-    let _ = writeln!(out, "|---|---:|{rule}");
+    let _ = writeln!(out, "| retriever | half | n | {header} |");
+    let _ = writeln!(out, "|---|---|---:|{rule}");
+    for half in [Half::Tuning, Half::HeldOut] {
+        for (retriever, summary) in &report.retrieval {
+            if let Some(averaged) = summary.by_half.get(half.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "| {retriever} | {} | {} | {} |",
+                    half.as_str(),
+                    averaged.questions,
+                    cells(&averaged.metrics)
+                );
+            }
+        }
+    }
     for (retriever, summary) in &report.retrieval {
         let _ = writeln!(
             out,
-            "| {retriever} | {} | {} |",
+            "| {retriever} | all | {} | {} |",
             summary.overall.questions,
             cells(&summary.overall.metrics)
         );
