@@ -18,6 +18,9 @@ pub enum Format {
     /// A memory set (cli/src/bench/locomo/memory_set.rs): one person's memories and
     /// questions naming the memories that answer them.
     Memories,
+    /// Every dev set: the memory set built into the binary, LoCoMo from `--data` and the
+    /// LongMemEval-format set from `--synthetic` at both granularities.
+    Dev,
 }
 
 /// Cortex: long-term memory for AI agents. Administers the store the memory server uses
@@ -73,11 +76,11 @@ pub enum Command {
 
 /// `cortex bench`. Providers come from the environment (CORTEX_EMBED_PROVIDER,
 /// CORTEX_LLM_PROVIDER, keys; see docs/PROVIDERS.md).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// The dataset: a LongMemEval JSON file (an array of questions), or with `--format
-    /// locomo` LoCoMo's `locomo10.json`, one of its per-conversation files, or a directory
-    /// of them.
+    /// The dataset: a LongMemEval JSON file (an array of questions); with `--format
+    /// locomo` (and `--format dev`) LoCoMo's `locomo10.json`, one of its per-conversation
+    /// files, or a directory of them; with `--format memories` a memory set.
     #[arg(long, value_name = "PATH")]
     pub data: PathBuf,
 
@@ -123,6 +126,10 @@ pub struct BenchArgs {
     /// Writes the full JSON report here.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// With `--format dev`: the LongMemEval-format set (a JSON file).
+    #[arg(long, value_name = "PATH")]
+    pub synthetic: Option<PathBuf>,
 
     /// Appends each scored question's dense and BM25 lists (depth 200, with their scores
     /// and each query term's idf) to this file as JSON Lines, for offline fusion studies.

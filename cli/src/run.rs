@@ -35,6 +35,7 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
                 Format::Locomo | Format::Memories => {
                     locomo_markdown(&bench_locomo(&args, &env).await?)
                 }
+                Format::Dev => bench_dev(&args, &env).await?,
             };
             if !args.quiet {
                 print!("{text}");
@@ -204,7 +205,6 @@ pub async fn bench_locomo(
     args: &BenchArgs,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<LocomoReport, BenchError> {
-    let started = Instant::now();
     if args.qa {
         return Err(BenchError::option(
             "--qa",
@@ -214,12 +214,23 @@ pub async fn bench_locomo(
     if args.limit == Some(0) {
         return Err(BenchError::option("--limit", "must be at least 1"));
     }
-    let tier: Tier = args.tier;
-    let depth = depth(args)?;
     let samples = match args.format {
         Format::Memories => vec![locomo::memory_set::load(&args.data)?],
         _ => locomo::dataset::load(&args.data)?,
     };
+    bench_samples(args, env, samples).await
+}
+
+/// [`bench_locomo`] on samples already read (`args.format` says how they split and how a
+/// memory is written).
+async fn bench_samples(
+    args: &BenchArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+    samples: Vec<locomo::dataset::Sample>,
+) -> Result<LocomoReport, BenchError> {
+    let started = Instant::now();
+    let tier: Tier = args.tier;
+    let depth = depth(args)?;
     let providers = RunProviders::from_env(env, cache_path(args).as_deref(), tier, None).await?;
     let options = LocomoOptions {
         depth,
@@ -297,6 +308,81 @@ pub async fn bench_locomo(
     }
     Ok(report)
 }
+
+/// `cortex bench --format dev`: every dev set, one after another, with the same providers
+/// and backend: the committed memory set, LoCoMo (`--data`) and the LongMemEval-format set
+/// (`--synthetic`) at turn and at session granularity, each reported by half. `--out`
+/// writes one JSON object of the four reports; the markdown is theirs, one after another.
+pub async fn bench_dev(
+    args: &BenchArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, BenchError> {
+    let synthetic = args.synthetic.clone().ok_or_else(|| {
+        BenchError::option(
+            "--synthetic",
+            "the dev sets include the LongMemEval-format set: give its path",
+        )
+    })?;
+    if args.limit.is_some() || args.qa {
+        return Err(BenchError::option(
+            "--format dev",
+            "runs every question of every set, retrieval only (no --limit, no --qa)",
+        ));
+    }
+    let part = |format: Format, data: PathBuf, granularity: Granularity| BenchArgs {
+        format,
+        data,
+        granularity,
+        out: None,
+        markdown: None,
+        lists: args.lists.clone(),
+        ..args.clone()
+    };
+    let mut text = String::new();
+    let mut reports = serde_json::Map::new();
+
+    let memories = part(
+        Format::Memories,
+        PathBuf::from(MEMORY_SET_NAME),
+        args.granularity,
+    );
+    let set = locomo::memory_set::parse(locomo::memory_set::COMMITTED)?;
+    let report = bench_samples(&memories, env, vec![set]).await?;
+    text.push_str(&format!(
+        "## The memory set\n\n{}\n",
+        locomo_markdown(&report)
+    ));
+    reports.insert("memories".into(), serde_json::to_value(&report)?);
+
+    let report = bench_locomo(
+        &part(Format::Locomo, args.data.clone(), args.granularity),
+        env,
+    )
+    .await?;
+    text.push_str(&format!("## LoCoMo\n\n{}\n", locomo_markdown(&report)));
+    reports.insert("locomo".into(), serde_json::to_value(&report)?);
+
+    for granularity in [Granularity::Turn, Granularity::Session] {
+        let name = format!("synthetic-{}", crate::bench::report::name(&granularity));
+        let report = bench(
+            &part(Format::Longmemeval, synthetic.clone(), granularity),
+            env,
+        )
+        .await?;
+        text.push_str(&format!("## {name}\n\n{}\n", markdown(&report)));
+        reports.insert(name, serde_json::to_value(&report)?);
+    }
+    if let Some(path) = &args.out {
+        write(path, &serde_json::to_string_pretty(&reports)?)?;
+    }
+    if let Some(path) = &args.markdown {
+        write(path, &text)?;
+    }
+    Ok(text)
+}
+
+/// How the committed memory set is named in a dev run's report.
+const MEMORY_SET_NAME: &str = "cli/tests/fixtures/personal_memories.json (built in)";
 
 /// The provider cache file: `--cache`, else the default, none with `--no-cache`.
 fn cache_path(args: &BenchArgs) -> Option<PathBuf> {

@@ -761,3 +761,54 @@ fn memory_set_with_the_local_model_puts_the_answer_first() {
         );
     }
 }
+
+#[test]
+fn every_dev_set_runs_with_one_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dev.json");
+    let locomo = locomo_fixture();
+    let synthetic = fixture();
+    let args = [
+        "bench",
+        "--format",
+        "dev",
+        "--data",
+        locomo.to_str().unwrap(),
+        "--synthetic",
+        synthetic.to_str().unwrap(),
+        "--retriever",
+        "hybrid,dense,bm25",
+        "--no-cache",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let output = cortex(dir.path(), FAKE, &args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reports: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(reports["memories"]["counts"]["memories"], 186);
+    assert_eq!(reports["locomo"]["counts"]["scored"], 8);
+    assert_eq!(reports["synthetic-turn"]["config"]["granularity"], "turn");
+    assert_eq!(
+        reports["synthetic-session"]["config"]["granularity"],
+        "session"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for heading in [
+        "## The memory set",
+        "## LoCoMo",
+        "## synthetic-turn",
+        "## synthetic-session",
+    ] {
+        assert!(stdout.contains(heading), "{heading}: {stdout}");
+    }
+    assert!(stdout.contains("| hybrid | held-out |"), "{stdout}");
+
+    // The LongMemEval-format set is not optional.
+    let output = cortex(dir.path(), FAKE, &args[..5]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--synthetic"));
+}

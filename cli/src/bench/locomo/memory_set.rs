@@ -58,6 +58,10 @@ struct RawQuestion {
     tags: Vec<String>,
 }
 
+/// The committed set (`cli/tests/fixtures/personal_memories.json`), built into the
+/// binary for `cortex bench --format dev`.
+pub const COMMITTED: &str = include_str!("../../../tests/fixtures/personal_memories.json");
+
 /// The tags a question may carry (they describe it; nothing ranks by them).
 pub const TAGS: [&str; 4] = ["paraphrase", "lexical", "exact-token", "distractor"];
 
@@ -195,7 +199,7 @@ mod tests {
         use cortex_core::tokenizer::query_terms;
         use std::collections::HashSet;
 
-        let text = include_str!("../../../tests/fixtures/personal_memories.json");
+        let text = COMMITTED;
         let sample = parse(text).unwrap();
         let raw: RawSet = serde_json::from_str(text).unwrap();
         let memories: HashMap<&str, &RawMemory> = raw
