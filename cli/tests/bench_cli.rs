@@ -435,18 +435,18 @@ const LOCOMO_METRICS: [&str; 8] = [
     "session_all@5",
 ];
 
-/// Runs `cortex bench --format locomo` over the fixture and returns the JSON report.
-fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
+/// Runs `cortex bench --format <format>` over `data` with every retriever and returns the
+/// JSON report and the markdown.
+fn run_format(format: &str, data: &Path, env: &[(&str, &str)], extra: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("locomo.json");
-    let md = dir.path().join("locomo.md");
-    let fixture = locomo_fixture();
+    let out = dir.path().join("report.json");
+    let md = dir.path().join("report.md");
     let mut args = vec![
         "bench",
         "--format",
-        "locomo",
+        format,
         "--data",
-        fixture.to_str().unwrap(),
+        data.to_str().unwrap(),
         "--retriever",
         "hybrid,dense,bm25",
         "--out",
@@ -461,13 +461,19 @@ fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let markdown = std::fs::read_to_string(&md).unwrap();
+    let report = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    (report, std::fs::read_to_string(&md).unwrap())
+}
+
+/// Runs `cortex bench --format locomo` over the fixture and returns the JSON report.
+fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
+    let (report, markdown) = run_format("locomo", &locomo_fixture(), env, extra);
     assert!(
         markdown.contains("| retriever | half | n | turn_any@1 |")
             && markdown.contains("By category"),
         "{markdown}"
     );
-    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+    report
 }
 
 /// One question's metrics for a retriever.
@@ -655,28 +661,7 @@ fn memory_set() -> PathBuf {
 
 /// The committed memory set through `cortex bench --format memories`.
 fn run_memory_set(env: &[(&str, &str)], extra: &[&str]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report.json");
-    let data = memory_set();
-    let mut args = vec![
-        "bench",
-        "--format",
-        "memories",
-        "--data",
-        data.to_str().unwrap(),
-        "--retriever",
-        "hybrid,dense,bm25",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let output = cortex(dir.path(), env, &args);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+    run_format("memories", &memory_set(), env, extra).0
 }
 
 #[test]

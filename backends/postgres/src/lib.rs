@@ -5,7 +5,7 @@
 //! Besides the `build_index` path it runs the whole hybrid query in SQL, two statements in
 //! one snapshot (the `search` pushdown): exact dense candidates re-scored with the core's own cosine
 //! arithmetic (or HNSW candidates, approximate by configuration), BM25 over a postings
-//! table written with the core tokenizer, and RRF fusion, returning what `hybrid_retrieve`
+//! table written with the core tokenizer, and the core's fusion, returning what `hybrid_retrieve`
 //! returns over `build_index` on the same data when the dense side is exact.
 //!
 //! Module map: [`config`] (settings and `from_env`), `tls` (URL `sslmode` to a rustls

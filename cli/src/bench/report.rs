@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::bench::backend::BackendKind;
-use crate::bench::half::Half;
+use crate::bench::half::{self, Half};
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::metrics::{KS, Scores, metric_names};
 use crate::bench::qa::QaOutcome;
@@ -340,19 +340,11 @@ pub fn markdown(report: &BenchReport) -> String {
     let header = metric_header();
     let _ = writeln!(out, "| retriever | half | n | {header} |");
     let _ = writeln!(out, "|---|---|---:|{}", "---:|".repeat(KS.len() * 3));
-    for half in [Half::Tuning, Half::HeldOut] {
-        for (retriever, summary) in &report.retrieval {
-            if let Some(averaged) = summary.by_half.get(half.as_str()) {
-                let _ = writeln!(
-                    out,
-                    "| {retriever} | {} | {} | {} |",
-                    half.as_str(),
-                    averaged.questions,
-                    metric_cells(&averaged.metrics)
-                );
-            }
-        }
-    }
+    half::rows(
+        &mut out,
+        report.retrieval.iter().map(|(r, s)| (r, &s.by_half)),
+        metric_cells,
+    );
     for (retriever, summary) in &report.retrieval {
         let _ = writeln!(
             out,

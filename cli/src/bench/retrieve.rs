@@ -1,9 +1,9 @@
 //! The retrievers a run compares.
 //!
-//! `hybrid` is the product path: `CortexMemory::recall` (dense + BM25 fused by RRF, pushed
+//! `hybrid` is the product path: `CortexMemory::recall` (dense + BM25 fused, pushed
 //! down to the store when it can). The `dense` and `bm25` ablations read the same stored
 //! memories back through `MemoryStore::build_index` and call the index's `dense_search`
-//! or `lexical_search` directly — each of the two lists RRF fuses, at the full depth —
+//! or `lexical_search` directly — each of the two lists the fusion reads, at the full depth —
 //! so all three rank exactly the same memories with the same vectors on any backend.
 
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ pub const LISTS_DEPTH: usize = 200;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Retriever {
-    /// Dense and BM25 fused by RRF: what `recall` returns.
+    /// Dense and BM25 fused (`cortex_core::fusion`): what `recall` returns.
     Hybrid,
     /// Cosine similarity only.
     Dense,

@@ -74,7 +74,7 @@ pub struct EngineConfig {
     pub enrichment_max_tokens: u32,
     /// How many fused candidates recall hands a reranker (at least `top_k`).
     pub rerank_depth: usize,
-    /// Time allowed for one rerank call before recall falls back to the RRF order.
+    /// Time allowed for one rerank call before recall falls back to the fused order.
     pub rerank_timeout: Duration,
 }
 
@@ -185,14 +185,14 @@ impl CortexMemory {
     }
 
     /// Sets a reranker: recall then fuses a deeper pool and lets it choose the top k,
-    /// falling back to the RRF order on any failure.
+    /// falling back to the fused order on any failure.
     pub fn with_reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
         self.reranker = Some(reranker);
         self
     }
 
     /// Rerank calls that failed, timed out or answered nonsense (each time, recall
-    /// returned the RRF order instead).
+    /// returned the fused order instead).
     pub fn rerank_failures(&self) -> u64 {
         self.rerank_failures.load(Ordering::Relaxed)
     }
@@ -382,7 +382,7 @@ impl CortexMemory {
         })
     }
 
-    /// The reranker's top `top_k` of `candidates`; on any failure, the RRF top `top_k`.
+    /// The reranker's top `top_k` of `candidates`; on any failure, the fused top `top_k`.
     async fn rerank(
         &self,
         reranker: &dyn Reranker,
@@ -419,7 +419,7 @@ impl CortexMemory {
                         chosen.push(c);
                     }
                 }
-                // A reranker that returned fewer than asked: the rest in RRF order.
+                // A reranker that returned fewer than asked: the rest in fused order.
                 chosen.extend(
                     slots
                         .into_iter()
@@ -430,7 +430,7 @@ impl CortexMemory {
             }
             Err(reason) => {
                 self.rerank_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(reranker = reranker.name(), %reason, "rerank failed; returning the RRF order");
+                tracing::warn!(reranker = reranker.name(), %reason, "rerank failed; returning the fused order");
                 candidates.truncate(top_k);
                 candidates
             }

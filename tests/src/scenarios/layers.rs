@@ -388,7 +388,7 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
 }
 
 /// A reranker reorders a deeper fused pool; any failure, timeout or nonsense answer falls
-/// back to exactly the RRF top k, so recall never fails because of reranking.
+/// back to exactly the fused top k, so recall never fails because of reranking.
 pub async fn reranker_reorders_and_failures_fall_back(factory: &dyn StoreFactory) {
     use crate::support::{RerankBehaviour, ScriptedReranker};
     use std::sync::atomic::Ordering;
@@ -438,7 +438,7 @@ pub async fn reranker_reorders_and_failures_fall_back(factory: &dyn StoreFactory
     assert_eq!(got[0].memory.id, rrf_deep[11].memory.id);
     let rest: Vec<_> = got[1..].iter().map(|h| h.memory.id).collect();
     let rrf_rest: Vec<_> = rrf_deep.iter().take(3).map(|h| h.memory.id).collect();
-    assert_eq!(rest, rrf_rest, "a short answer is completed in RRF order");
+    assert_eq!(rest, rrf_rest, "a short answer is completed in fused order");
 
     for behaviour in [
         RerankBehaviour::Fail,
@@ -447,7 +447,7 @@ pub async fn reranker_reorders_and_failures_fall_back(factory: &dyn StoreFactory
     ] {
         let (failing, reranker) = with(behaviour);
         let got = failing.recall(&u, query, 4).await.unwrap();
-        assert_eq!(got, rrf_top, "{behaviour:?} falls back to the RRF top k");
+        assert_eq!(got, rrf_top, "{behaviour:?} falls back to the fused top k");
         assert_eq!(reranker.calls.load(Ordering::SeqCst), 1);
         assert_eq!(failing.rerank_failures(), 1);
     }

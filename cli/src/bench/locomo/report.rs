@@ -8,7 +8,7 @@ use cortex_core::ProviderUsage;
 use serde::Serialize;
 
 use crate::bench::backend::BackendKind;
-use crate::bench::half::Half;
+use crate::bench::half::{self, Half};
 use crate::bench::locomo::dataset::category_name;
 use crate::bench::locomo::metrics::METRICS;
 use crate::bench::report::{Averaged, CacheStats, MetricMap, name};
@@ -166,19 +166,11 @@ pub fn markdown(report: &LocomoReport) -> String {
     let rule = "---:|".repeat(METRICS.len());
     let _ = writeln!(out, "| retriever | half | n | {header} |");
     let _ = writeln!(out, "|---|---|---:|{rule}");
-    for half in [Half::Tuning, Half::HeldOut] {
-        for (retriever, summary) in &report.retrieval {
-            if let Some(averaged) = summary.by_half.get(half.as_str()) {
-                let _ = writeln!(
-                    out,
-                    "| {retriever} | {} | {} | {} |",
-                    half.as_str(),
-                    averaged.questions,
-                    cells(&averaged.metrics)
-                );
-            }
-        }
-    }
+    half::rows(
+        &mut out,
+        report.retrieval.iter().map(|(r, s)| (r, &s.by_half)),
+        cells,
+    );
     for (retriever, summary) in &report.retrieval {
         let _ = writeln!(
             out,
