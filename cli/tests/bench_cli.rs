@@ -476,6 +476,16 @@ fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
     report
 }
 
+/// Every question's rankings, in report order.
+fn ranked(report: &Value) -> Vec<Value> {
+    report["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["retrieval"].clone())
+        .collect()
+}
+
 /// One question's metrics for a retriever.
 fn locomo_question<'a>(report: &'a Value, sample: &str, index: u64) -> &'a Value {
     report["questions"]
@@ -617,14 +627,6 @@ fn locomo_on_postgres_scores_what_the_in_process_index_scores() {
             "{retriever}"
         );
     }
-    let ranked = |r: &Value| -> Vec<Value> {
-        r["questions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|q| q["retrieval"].clone())
-            .collect()
-    };
     assert_eq!(
         ranked(&pg),
         ranked(&memory),
@@ -697,14 +699,6 @@ fn memory_set_runs_on_every_backend_in_two_halves() {
         assert_eq!(report["questions"][1]["half"], "held-out");
     }
     // Every backend ranks every question the same way.
-    let ranked = |r: &Value| -> Vec<Value> {
-        r["questions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|q| q["retrieval"].clone())
-            .collect()
-    };
     for other in &reports[1..] {
         assert_eq!(
             ranked(other),
