@@ -315,7 +315,8 @@ mod tests {
                 .unwrap();
         }
         let query = query_terms("who is my boss at work");
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query, 3);
+        // Every memory, so that the incidental match is in the list wherever it ranks.
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query, 7);
         assert_eq!(got[0].memory.seq, 1, "{got:?}");
         assert_eq!(got[0].lexical_rank, None);
         // Plain RRF (equal weights, no share) would have put seq 2 first: lexical rank 1

@@ -13,7 +13,7 @@ const NEIGHBOUR_WEIGHT: f64 = 0.1;
 const MIN_POOL: usize = 40;
 // Fusion weights (docs/RETRIEVAL.md): a unit of lexical share against a unit of cosine gap,
 // the least weight a list keeps, and what keeps two silent lists equal.
-const LEXICAL_CONFIDENCE: f64 = 1.0;
+const LEXICAL_CONFIDENCE: f64 = 0.4;
 const MIN_WEIGHT: f64 = 0.2;
 const EPSILON: f64 = 1e-3;
 
