@@ -1,5 +1,12 @@
-//! The `cortex` command: the LongMemEval benchmark harness (`cortex bench`), with its
-//! parts public so tests and other tools can drive them without the binary.
+//! The `cortex` command: administration of the store the MCP server uses ([`admin`]:
+//! add, search, list, forget, history, stats, doctor, export, import, migrate, reembed)
+//! and the retrieval benchmarks ([`bench`]: LongMemEval, LoCoMo, the memory set, every dev
+//! set at once). [`cli`] is the command line, [`run`] runs a parsed command. The parts are
+//! public so tests and other tools can drive them without the binary.
+//!
+//! The administration commands read the environment and open the store through
+//! `cortex_mcp` (`ServerConfig`, `open_store`, `build_engine`), so they act on exactly the
+//! store and embedder the server would.
 
 pub mod admin;
 pub mod bench;

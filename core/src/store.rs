@@ -1,4 +1,7 @@
-//! The one seam between the engine and storage.
+//! The memory seam between the engine and storage: [`MemoryStore`], everything memorize and
+//! recall need. It is one of three store traits: the layers' records live behind
+//! [`EnrichmentStore`](crate::EnrichmentStore) and export, import and re-embedding behind
+//! [`TransferStore`](crate::TransferStore), so a backend can ship this one first.
 
 use std::fmt;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //!
 //! `cortex_unit_dot` is a PL/pgSQL loop, about 0.2 ms per call at 384 dimensions: scored
 //! once per tied candidate, 4,600 memories sharing one vector cost 0.6-1 s per search
-//! (docs/BENCHMARKS.md, "Mass ties on the Postgres pushdown"). Equal embeddings have equal
+//! (docs/BENCHMARKS.md, "PostgreSQL pushdown: mass ties"). Equal embeddings have equal
 //! exact scores whatever the query, so the tie-break scores each distinct embedding once
 //! and hands its score to every tied candidate holding the same embedding. A cheap key (the
 //! distance and an inner product with a fixed probe vector, both C) groups the candidates
