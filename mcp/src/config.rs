@@ -129,6 +129,79 @@ pub struct ServerConfig {
     pub reranker: Option<RerankConfig>,
 }
 
+/// Where the store is and whose memories a call reads: the part of [`ServerConfig`] that
+/// commands which never embed or generate need (`cortex stats`, `list`, `export`), read
+/// without the provider and layer settings so that a bad one does not stop them.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    /// `CORTEX_USER_ID`, else [`DEFAULT_USER_ID`].
+    pub user_id: String,
+    pub storage: Storage,
+}
+
+impl StoreSettings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    /// Reads settings through `get`, exactly as [`ServerConfig::from_lookup`] reads them.
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &str| set(get, name);
+        Ok(Self {
+            user_id: read_user(&var)?,
+            storage: read_storage(&var)?,
+        })
+    }
+}
+
+/// `get(name)`, trimmed; empty or blank counts as unset.
+fn set(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    get(name)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn read_user(var: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    let user_id = var("CORTEX_USER_ID").unwrap_or_else(|| DEFAULT_USER_ID.to_owned());
+    validate_user(&user_id).map_err(|_| ConfigError::Invalid {
+        variable: "CORTEX_USER_ID",
+        value: user_id.clone(),
+        expected: "use 1-256 bytes of printable text".into(),
+    })?;
+    Ok(user_id)
+}
+
+fn read_storage(var: &dyn Fn(&str) -> Option<String>) -> Result<Storage, ConfigError> {
+    let sqlite = |path: PathBuf| -> Result<SqliteConfig, ConfigError> {
+        let synchronous = match var("CORTEX_SQLITE_SYNCHRONOUS") {
+            None => Synchronous::default(),
+            Some(text) => Synchronous::parse(&text).ok_or_else(|| ConfigError::Invalid {
+                variable: "CORTEX_SQLITE_SYNCHRONOUS",
+                value: text.clone(),
+                expected: "use full (the default: nothing acknowledged is lost on power \
+                           loss) or normal (faster; a power cut can lose the last commits)"
+                    .into(),
+            })?,
+        };
+        Ok(SqliteConfig { path, synchronous })
+    };
+    Ok(match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
+        (Some(_), Some(_)) => {
+            // Silently preferring one would write memories somewhere the user did not
+            // expect; refusing makes them choose.
+            return Err(ConfigError::Conflict(
+                "CORTEX_DB_PATH and CORTEX_DATABASE_URL are both set; set CORTEX_DB_PATH \
+                 for SQLite or CORTEX_DATABASE_URL for Postgres, not both"
+                    .into(),
+            ));
+        }
+        (None, Some(_)) => Storage::Postgres(PostgresConfig::from_lookup(var)?),
+        (Some(path), None) => Storage::Sqlite(sqlite(expand_home(&path)?)?),
+        (None, None) => Storage::Sqlite(sqlite(cortex_sqlite::default_path()?)?),
+    })
+}
+
 impl ServerConfig {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -137,18 +210,9 @@ impl ServerConfig {
 
     /// Reads settings through `get`; empty or blank values count as unset.
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |name: &str| {
-            get(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let var = |name: &str| set(get, name);
 
-        let user_id = var("CORTEX_USER_ID").unwrap_or_else(|| DEFAULT_USER_ID.to_owned());
-        validate_user(&user_id).map_err(|_| ConfigError::Invalid {
-            variable: "CORTEX_USER_ID",
-            value: user_id.clone(),
-            expected: "use 1-256 bytes of printable text".into(),
-        })?;
+        let user_id = read_user(&var)?;
 
         let tier = match var("CORTEX_TIER") {
             None => Tier::default(),
@@ -183,33 +247,7 @@ impl ServerConfig {
             soft_update: flag("CORTEX_SOFT_UPDATE")?,
         };
 
-        let sqlite = |path: PathBuf| -> Result<SqliteConfig, ConfigError> {
-            let synchronous = match var("CORTEX_SQLITE_SYNCHRONOUS") {
-                None => Synchronous::default(),
-                Some(text) => Synchronous::parse(&text).ok_or_else(|| ConfigError::Invalid {
-                    variable: "CORTEX_SQLITE_SYNCHRONOUS",
-                    value: text.clone(),
-                    expected: "use full (the default: nothing acknowledged is lost on power \
-                               loss) or normal (faster; a power cut can lose the last commits)"
-                        .into(),
-                })?,
-            };
-            Ok(SqliteConfig { path, synchronous })
-        };
-        let storage = match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
-            (Some(_), Some(_)) => {
-                // Silently preferring one would write memories somewhere the user did not
-                // expect; refusing makes them choose.
-                return Err(ConfigError::Conflict(
-                    "CORTEX_DB_PATH and CORTEX_DATABASE_URL are both set; set CORTEX_DB_PATH \
-                     for SQLite or CORTEX_DATABASE_URL for Postgres, not both"
-                        .into(),
-                ));
-            }
-            (None, Some(_)) => Storage::Postgres(PostgresConfig::from_lookup(|name| var(name))?),
-            (Some(path), None) => Storage::Sqlite(sqlite(expand_home(&path)?)?),
-            (None, None) => Storage::Sqlite(sqlite(cortex_sqlite::default_path()?)?),
-        };
+        let storage = read_storage(&var)?;
 
         let providers = ProviderConfig::from_env_map(get)?;
         if providers.llm_provider == LlmProviderKind::None {
@@ -447,6 +485,33 @@ mod tests {
             let c = config(&[("CORTEX_DB_PATH", "~/work.db")]).unwrap();
             assert!(matches!(&c.storage, Storage::Sqlite(s) if s.path == home.join("work.db")));
         }
+    }
+
+    #[test]
+    fn store_settings_ignore_the_provider_and_layer_settings() {
+        let map: HashMap<&str, &str> = [
+            ("CORTEX_DB_PATH", "/tmp/x.db"),
+            ("CORTEX_USER_ID", "ada"),
+            ("CORTEX_EMBED_PROVIDER", "bogus"),
+            ("CORTEX_GRAPH", "1"),
+            ("CORTEX_TOP_K", "ten"),
+        ]
+        .into_iter()
+        .collect();
+        let get = |name: &str| map.get(name).map(|v| (*v).to_owned());
+        assert!(ServerConfig::from_lookup(&get).is_err());
+        let s = StoreSettings::from_lookup(&get).unwrap();
+        assert_eq!(s.user_id, "ada");
+        assert!(
+            matches!(&s.storage, Storage::Sqlite(c) if c.path.as_path() == Path::new("/tmp/x.db"))
+        );
+        let err = StoreSettings::from_lookup(&|name: &str| match name {
+            "CORTEX_DB_PATH" => Some("/tmp/x.db".into()),
+            "CORTEX_DATABASE_URL" => Some("postgres://h/db".into()),
+            _ => None,
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 
 use std::fmt;
 
-use cortex_core::CortexError;
+use cortex_core::{CortexError, StoreError};
+use cortex_postgres::PostgresError;
 use rmcp::model::{ContentBlock, IntoContents};
 
 use crate::dates::DateError;
@@ -85,17 +86,103 @@ impl From<EngineError> for ToolError {
     }
 }
 
+/// What is wrong when opening the store failed because of its settings, which no retry
+/// can fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SettingFault {
+    /// Nothing listens at the URL's address. When the store is being opened (it was never
+    /// reached) that is most often a wrong host or port; it may also be a server not
+    /// started yet, so the message says both.
+    Refused,
+    /// The host name does not resolve.
+    UnknownHost,
+    /// The server refused the user or password (SQLSTATE 28P01, 28000).
+    Authentication,
+    /// The URL names a database the server does not have (SQLSTATE 3D000).
+    NoDatabase,
+    /// A setting the store refused when reading it (a malformed URL, a path it cannot
+    /// create).
+    Invalid,
+}
+
+impl SettingFault {
+    /// Classifies a failure to open the store from its typed error: the Postgres cause
+    /// (driver error kinds, SQLSTATE codes) or the store's own configuration error.
+    fn of(e: &StoreError) -> Option<Self> {
+        use cortex_postgres::error::Cause;
+        let cause = match e {
+            StoreError::Config(_) => return Some(SettingFault::Invalid),
+            StoreError::Backend { source, .. } => match source.downcast_ref::<PostgresError>() {
+                Some(PostgresError::Connect { cause, .. }) => cause,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match cause {
+            Cause::Refused => Some(SettingFault::Refused),
+            Cause::UnknownHost(_) => Some(SettingFault::UnknownHost),
+            Cause::Authentication { .. } => Some(SettingFault::Authentication),
+            other if other.is_configuration() => Some(SettingFault::NoDatabase),
+            _ => None,
+        }
+    }
+
+    fn advice(self) -> &'static str {
+        match self {
+            SettingFault::Refused => {
+                "Nothing accepts connections at that address: check the host and port in \
+                 CORTEX_DATABASE_URL, and that the database server is started"
+            }
+            SettingFault::UnknownHost => {
+                "This is a configuration error, not a passing fault: fix the host name in \
+                 CORTEX_DATABASE_URL"
+            }
+            SettingFault::Authentication => {
+                "This is a configuration error, not a passing fault: fix the user or password \
+                 in CORTEX_DATABASE_URL (or the server's access rules)"
+            }
+            SettingFault::NoDatabase => {
+                "This is a configuration error, not a passing fault: create that database or \
+                 name an existing one in CORTEX_DATABASE_URL"
+            }
+            SettingFault::Invalid => {
+                "This is a configuration error, not a passing fault: fix the server's \
+                 environment variables (CORTEX_DATABASE_URL or CORTEX_DB_PATH; see \
+                 docs/CONFIGURATION.md)"
+            }
+        }
+    }
+}
+
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Settings that can never work (a wrong host, port, user, password or database
+        // name): calling again changes nothing, so no retry is promised.
+        if let ToolError::NotConfigured(EngineError::Store(e)) = self
+            && let Some(fault) = SettingFault::of(e)
+        {
+            return write!(
+                f,
+                "Cortex cannot open its memory store: {e}. {}; a changed setting takes a \
+                 restart of the Cortex server.",
+                fault.advice()
+            );
+        }
         match self {
             // The database being busy, restarting or out of reach is no configuration
             // mistake: sending the operator to the settings would mislead them.
-            ToolError::NotConfigured(EngineError::Store(
-                e @ cortex_core::StoreError::Backend { .. },
-            )) => write!(
+            ToolError::NotConfigured(EngineError::Store(e @ StoreError::Backend { .. })) => {
+                write!(
+                    f,
+                    "Cortex cannot reach its memory store: {e}. This is usually temporary (the \
+                     database is busy, restarting or unreachable); the next call tries again."
+                )
+            }
+            // Read from the environment at startup: only a restart reads it again.
+            ToolError::NotConfigured(e @ EngineError::Config(_)) => write!(
                 f,
-                "Cortex cannot reach its memory store: {e}. This is usually temporary (the \
-                 database is busy, restarting or unreachable); the next call tries again."
+                "Cortex is not set up: {e}. Fix the server's environment variables (see \
+                 docs/CONFIGURATION.md) and restart the Cortex server."
             ),
             ToolError::NotConfigured(e) => write!(
                 f,
@@ -220,6 +307,25 @@ mod tests {
         let config = ToolError::from(EngineError::Store(cortex_core::StoreError::Config(
             "no home directory".into(),
         )));
-        assert!(config.to_string().contains("environment variables"));
+        let msg = config.to_string();
+        assert!(msg.contains("environment variables"), "{msg}");
+        assert!(msg.contains("configuration error"), "{msg}");
+        assert!(
+            !msg.contains("temporary") && !msg.contains("tries again"),
+            "a setting read at startup is not retried by calling again: {msg}"
+        );
+    }
+
+    #[test]
+    fn a_bad_setting_asks_for_a_restart_not_another_call() {
+        let conflict = ToolError::from(EngineError::Config(crate::config::ConfigError::Conflict(
+            "CORTEX_GRAPH needs a generation model, but CORTEX_LLM_PROVIDER is none".into(),
+        )));
+        let msg = conflict.to_string();
+        assert!(
+            msg.contains("CORTEX_GRAPH") && msg.contains("restart"),
+            "{msg}"
+        );
+        assert!(!msg.contains("tries again"), "{msg}");
     }
 }

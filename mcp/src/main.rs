@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
-use cortex_mcp::{BearerToken, ConfigError, LazyEngine, ServeError, ServerConfig, serve_stdio};
+use cortex_mcp::{BearerToken, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -46,10 +46,6 @@ enum MainError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Serve(#[from] ServeError),
-    /// A bad or contradictory setting: refused before serving, since every tool call
-    /// would fail with it.
-    #[error("configuration: {0} (see docs/CONFIGURATION.md)")]
-    Config(#[from] ConfigError),
 }
 
 fn main() -> ExitCode {
@@ -81,7 +77,7 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     match cli.http {
         None => {
-            let engine = lazy_engine()?;
+            let engine = lazy_engine();
             tracing::info!("serving MCP on stdio");
             serve_stdio(engine, shutdown).await?;
         }
@@ -90,7 +86,7 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
             // request must not hold the port.
             let token = BearerToken::new(std::env::var("CORTEX_HTTP_TOKEN").ok().as_deref())
                 .map_err(HttpError::from)?;
-            let engine = lazy_engine()?;
+            let engine = lazy_engine();
             let listener = http::bind(&addr).await?;
             let bound = listener.local_addr().map_err(|source| HttpError::Bind {
                 addr: addr.clone(),
@@ -111,16 +107,21 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
     Ok(())
 }
 
-/// Validates the settings before serving: a bad or contradictory one (`CORTEX_GRAPH=1`
-/// without `CORTEX_LLM_PROVIDER`, say) would fail every tool call, so the server refuses
-/// to start with it. Only the settings are checked: the engine is still built on the
-/// first tool call, so a missing key or model is reported by that call and an MCP host
-/// can start the server and list its tools before any key is set. The build reads the
+/// The engine, built on the first tool call. The settings are read once now only to log
+/// a bad or contradictory one (`CORTEX_GRAPH=1` without `CORTEX_LLM_PROVIDER`, say):
+/// the server serves anyway, as it does without a key or a model, because a server that
+/// exits is all an MCP host shows as "Connection closed", while a served tool call shows
+/// the agent (and the user) the setting to fix, with `isError`. The build reads the
 /// settings again, so a model fetched into the default directory after the start is used
 /// without a restart.
-fn lazy_engine() -> Result<Arc<LazyEngine>, ConfigError> {
-    ServerConfig::from_env()?;
-    Ok(Arc::new(LazyEngine::from_env()))
+fn lazy_engine() -> Arc<LazyEngine> {
+    if let Err(e) = ServerConfig::from_env() {
+        tracing::error!(
+            "configuration: {e} (see docs/CONFIGURATION.md); serving anyway: every tool call \
+             reports this until the setting is fixed and the server restarted"
+        );
+    }
+    Arc::new(LazyEngine::from_env())
 }
 
 /// Ctrl-C, or SIGTERM from docker or systemd, stops the server gracefully.

@@ -12,7 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::http::AllowedHosts;
+use crate::hosts::{AllowedHosts, LOOPBACK_HOSTS};
 
 /// Why a configured origin list is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,10 +123,7 @@ pub fn allowed_origins(
     }
     let names: Vec<String> = match hosts {
         AllowedHosts::Only(names) => names.clone(),
-        AllowedHosts::Any => crate::http::LOOPBACK_HOSTS
-            .iter()
-            .map(|h| (*h).to_owned())
-            .collect(),
+        AllowedHosts::Any => LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
     };
     let mut patterns = Vec::new();
     for name in names {
@@ -195,12 +192,7 @@ mod tests {
     use super::*;
 
     fn loopback() -> AllowedHosts {
-        AllowedHosts::Only(
-            crate::http::LOOPBACK_HOSTS
-                .iter()
-                .map(|h| (*h).to_owned())
-                .collect(),
-        )
+        AllowedHosts::Only(LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect())
     }
 
     #[test]

@@ -121,3 +121,102 @@ async fn the_tools_work_over_postgres() {
     client.cancel().await.unwrap();
     drop_schema(&config, &schema).await;
 }
+
+/// `url` with its database, or its user (and no password), replaced.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let start = base.find("://").unwrap() + 3;
+    let authority_end = base[start..].find('/').map_or(base.len(), |i| start + i);
+    let mut out = format!("{}/{database}", &base[..authority_end]);
+    if let Some(query) = query {
+        out = format!("{out}?{query}");
+    }
+    out
+}
+
+fn with_user(url: &str, user: &str) -> String {
+    let start = url.find("://").unwrap() + 3;
+    let authority_end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| start + i);
+    let host = match url[start..authority_end].rsplit_once('@') {
+        Some((_, host)) => host,
+        None => &url[start..authority_end],
+    };
+    format!("{}{user}@{host}{}", &url[..start], &url[authority_end..])
+}
+
+/// What the first tool call says when the engine cannot be built with `url`.
+async fn first_call_with(url: &str) -> String {
+    let config = settings(url, "cortex_t_never_created");
+    let engine = LazyEngine::new(move || {
+        let config = config.clone();
+        async move { build_engine(&config).await }
+    });
+    let server = CortexServer::new(Arc::new(engine));
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = ().serve(client_io).await.unwrap();
+    let Value::Object(args) = json!({ "query": "tea" }) else {
+        unreachable!()
+    };
+    let msg = err(client
+        .call_tool(CallToolRequestParams::new("recall").with_arguments(args))
+        .await
+        .unwrap());
+    client.cancel().await.unwrap();
+    msg
+}
+
+/// A wrong database setting is a configuration error: the agent is told which setting to
+/// fix, never that it is "usually temporary" or that the next call tries again. A
+/// connection that drops is still temporary.
+#[tokio::test]
+async fn a_wrong_database_setting_is_a_configuration_error_not_a_temporary_one() {
+    let configuration = |msg: &str, says: &str| {
+        assert!(
+            msg.contains("CORTEX_DATABASE_URL") && msg.contains(says),
+            "names the setting and what is wrong ({says}): {msg}"
+        );
+        assert!(!msg.contains("temporary"), "{msg}");
+        assert!(!msg.contains("tries again"), "{msg}");
+    };
+    // Nothing listens on port 1: the port (or the host) is wrong, or the server is down.
+    let msg = first_call_with("postgres://postgres@127.0.0.1:1/test").await;
+    configuration(&msg, "connection refused");
+    // A malformed URL is refused before any connection.
+    let msg = first_call_with("postgres://postgres@/test").await;
+    configuration(&msg, "names no host");
+
+    // A server that drops the connection: that may pass.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let msg = first_call_with(&format!(
+        "postgres://postgres@127.0.0.1:{port}/test?sslmode=disable"
+    ))
+    .await;
+    assert!(
+        msg.contains("usually temporary") && msg.contains("the next call tries again"),
+        "{msg}"
+    );
+
+    let Some(url) = cortex_conformance::skip::test_database_url() else {
+        return;
+    };
+    let msg = first_call_with(&with_database(&url, "cortex_no_such_database")).await;
+    configuration(&msg, "does not exist");
+    assert!(msg.contains("3D000"), "{msg}");
+    let msg = first_call_with(&with_user(&url, "cortex_no_such_role")).await;
+    configuration(&msg, "authentication failed");
+}

@@ -1,8 +1,9 @@
-//! What the `cortex-mcp` binary does before it serves: a bad or contradictory setting
-//! stops it at once with one message naming the variables, while a valid configuration
-//! without any key or model starts (the engine is built on the first tool call, which
-//! reports the missing key) so an MCP host can list the tools first. Also its default
-//! log: no rmcp INFO lines, no colour codes when stderr is not a terminal.
+//! What the `cortex-mcp` binary does before it serves: it always starts, so an MCP host
+//! can list the tools and show the reason instead of "Connection closed". A bad or
+//! contradictory setting is logged at startup and reported by every tool call; a valid
+//! configuration without any key or model starts too (the engine is built on the first
+//! tool call, which reports the missing key). Also its default log: no rmcp INFO lines,
+//! no colour codes when stderr is not a terminal.
 
 // Test helpers outside #[test] fns panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -61,37 +62,118 @@ fn exit_within(mut child: Child, limit: Duration) -> (std::process::ExitStatus, 
     (status, stdout, stderr)
 }
 
-#[test]
-fn a_configuration_error_stops_the_server_before_it_serves() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("memory.db");
-    let graph = Path::new("1");
-    let child = spawn(&[], &[("CORTEX_GRAPH", graph), ("CORTEX_DB_PATH", &db)]);
-    let (status, stdout, stderr) = exit_within(child, Duration::from_secs(10));
-    assert!(!status.success(), "{status:?}: {stderr}");
-    assert!(
-        stderr.contains("CORTEX_GRAPH") && stderr.contains("CORTEX_LLM_PROVIDER"),
-        "the message names the layer and what it needs: {stderr}"
-    );
-    assert_eq!(
-        stderr.matches("CORTEX_GRAPH").count(),
-        1,
-        "one message: {stderr}"
-    );
-    assert!(
-        !stderr.contains("serving MCP"),
-        "it never started serving: {stderr}"
-    );
-    assert!(stdout.is_empty(), "nothing on the MCP channel: {stdout}");
-    assert!(!db.exists(), "nothing was created");
+/// Starts the server on stdio with `env`, sends `initialize`, `tools/list` and one call
+/// of `tool`, closes stdin, and returns the three replies by id (1, 2, 3), the exit status
+/// and stderr.
+fn one_call(
+    env: &[(&str, &Path)],
+    tool: &str,
+    arguments: Value,
+) -> (
+    std::collections::HashMap<u64, Value>,
+    std::process::ExitStatus,
+    String,
+) {
+    let mut child = spawn(&[], env);
+    let mut stdin = child.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "startup-probe", "version": "0"}
+        }}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": tool, "arguments": arguments
+        }}),
+    ];
+    for message in &messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 3 {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            let (_, _, stderr) = exit_within(child, Duration::from_secs(10));
+            panic!("no reply on stdout; got {replies:?}; stderr: {stderr}");
+        };
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = value["id"].as_u64() {
+            replies.insert(id, value);
+        }
+    }
+    drop(stdin);
+    let (status, _, stderr) = exit_within(child, Duration::from_secs(10));
+    (replies, status, stderr)
 }
 
+/// A layer that needs a generation model, turned on without one: the server still starts
+/// (an MCP host would otherwise show only "Connection closed"), lists its tools, and
+/// answers every call with the setting to fix, as it does for a missing embedder. The
+/// log says it at startup too.
 #[test]
-fn http_mode_refuses_a_configuration_error_before_binding() {
+fn a_layer_without_a_model_serves_and_reports_the_setting_per_call() {
+    for layer in ["CORTEX_GRAPH", "CORTEX_EPISODIC", "CORTEX_SOFT_UPDATE"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("memory.db");
+        let fake = Path::new("fake");
+        let on = Path::new("1");
+        let (replies, status, stderr) = one_call(
+            &[
+                ("HOME", dir.path()),
+                ("CORTEX_DB_PATH", &db),
+                ("CORTEX_EMBED_PROVIDER", fake),
+                (layer, on),
+            ],
+            "memorize",
+            json!({"content": "Ada prefers green tea"}),
+        );
+        assert!(status.success(), "{layer}: {status:?}: {stderr}");
+        assert_eq!(
+            replies[&1]["result"]["serverInfo"]["name"], "cortex-mcp",
+            "{layer}: {:?}",
+            replies[&1]
+        );
+        let tools = replies[&2]["result"]["tools"].as_array();
+        assert_eq!(tools.map(Vec::len), Some(6), "{layer}: {:?}", replies[&2]);
+        let call = &replies[&3]["result"];
+        assert_eq!(call["isError"], true, "{layer}: {call}");
+        let message = call["content"][0]["text"].as_str().unwrap();
+        assert!(
+            message.contains(layer) && message.contains("CORTEX_LLM_PROVIDER"),
+            "the call names the layer and what it needs: {message}"
+        );
+        assert!(
+            message.contains("restart"),
+            "a setting is fixed by a restart, not by calling again: {message}"
+        );
+        assert!(stderr.contains("serving MCP on stdio"), "{stderr}");
+        assert!(
+            stderr.contains(layer) && stderr.contains("CORTEX_LLM_PROVIDER"),
+            "the log says it at startup: {stderr}"
+        );
+        assert!(!db.exists(), "{layer}: nothing was created");
+    }
+}
+
+/// Over HTTP the same: the server binds and serves; the setting is logged.
+#[test]
+fn http_mode_serves_with_a_layer_without_a_model_and_logs_it() {
     let dir = tempfile::tempdir().unwrap();
     let token = Path::new("startup-test-token-0123456789");
     let on = Path::new("yes");
-    let child = spawn(
+    let mut child = spawn(
         &["--http", "127.0.0.1:0"],
         &[
             ("CORTEX_HTTP_TOKEN", token),
@@ -99,13 +181,33 @@ fn http_mode_refuses_a_configuration_error_before_binding() {
             ("CORTEX_DB_PATH", &dir.path().join("memory.db")),
         ],
     );
-    let (status, _, stderr) = exit_within(child, Duration::from_secs(10));
-    assert!(!status.success(), "{status:?}: {stderr}");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log.contains("listening on") && Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            log.push_str(&line);
+            log.push('\n');
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("cortex-mcp exited ({status:?}): {log}");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(log.contains("listening on"), "{log}");
     assert!(
-        stderr.contains("CORTEX_SOFT_UPDATE") && stderr.contains("CORTEX_LLM_PROVIDER"),
-        "{stderr}"
+        log.contains("CORTEX_SOFT_UPDATE") && log.contains("CORTEX_LLM_PROVIDER"),
+        "{log}"
     );
-    assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
 /// No key, no model, no provider chosen: the settings are valid, so the server starts and

@@ -290,14 +290,14 @@ async fn trace(
             .position(|s| !s.is_empty())
             .map_or("none", |i| PATHS[i]);
         let latencies = runs.latencies;
-        let before = hnsw.rarest_first_lookups();
+        let before = hnsw.diagnostics().rarest_first_lookups();
         hnsw.search(USER, r).await?;
-        let after = hnsw.rarest_first_lookups();
+        let after = hnsw.diagnostics().rarest_first_lookups();
         let lookups = match after.candidates - before.candidates {
             0 => String::new(),
             candidates => format!("{} / {candidates}", after.looked_up - before.looked_up),
         };
-        let plan = hnsw.explain_search(USER, r).await?;
+        let plan = hnsw.diagnostics().explain_search(USER, r).await?;
         if print_plans {
             eprintln!("-- {:?}\n{}", r.terms, plan.join("\n"));
         }
@@ -358,14 +358,14 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
     let mut latencies = Samples::default();
     let mut results = Vec::new();
     let mut by_path: [Samples; 6] = Default::default();
-    let lookups_before = store.rarest_first_lookups();
-    let parallel_before = store.parallel_searches();
+    let lookups_before = store.diagnostics().rarest_first_lookups();
+    let parallel_before = store.diagnostics().parallel_searches();
     for r in requests {
-        let before = store.lexical_paths();
+        let before = store.diagnostics().lexical_paths();
         let start = Instant::now();
         let hits = store.search(USER, r).await?;
         let took = start.elapsed();
-        let after = store.lexical_paths();
+        let after = store.diagnostics().lexical_paths();
         latencies.push(took);
         let path = [
             after.full - before.full,
@@ -382,7 +382,7 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
         }
         results.push(hits.iter().map(|h| h.memory.id).collect());
     }
-    let lookups_after = store.rarest_first_lookups();
+    let lookups_after = store.diagnostics().rarest_first_lookups();
     Ok(Run {
         latencies,
         results,
@@ -391,7 +391,7 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
             candidates: lookups_after.candidates - lookups_before.candidates,
             looked_up: lookups_after.looked_up - lookups_before.looked_up,
         },
-        side_by_side: store.parallel_searches() - parallel_before,
+        side_by_side: store.diagnostics().parallel_searches() - parallel_before,
     })
 }
 
@@ -444,7 +444,7 @@ async fn explain(
 ) -> Result<(), BoxError> {
     for request in requests {
         eprintln!("-- {label} {:?}", request.terms);
-        for line in store.explain_search(USER, request).await? {
+        for line in store.diagnostics().explain_search(USER, request).await? {
             eprintln!("{line}");
         }
     }
@@ -504,7 +504,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         }
         eprintln!("exact searches...");
         let exact_h = run(&exact, &hybrid).await?;
-        let paths = exact.lexical_paths();
+        let paths = exact.diagnostics().lexical_paths();
         let exact_d = run(&exact, &dense_only).await?;
 
         // The same searches with BM25 pruning off, side by side.

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use cortex_core::StoreError;
 
+use crate::error::Server;
+
 /// Connections per store unless `CORTEX_DATABASE_POOL_SIZE` says otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
 
@@ -141,7 +143,7 @@ impl PostgresConfig {
             }
         }
         if let Some(schema) = get("CORTEX_PG_SCHEMA").filter(|s| !s.trim().is_empty()) {
-            crate::schema::validate_schema_name(schema.trim())?;
+            crate::names::validate_schema_name(schema.trim())?;
             config.schema = Some(schema.trim().to_owned());
         }
         if let Some(mode) = get("CORTEX_PG_DENSE_MODE") {
@@ -177,6 +179,25 @@ impl PostgresConfig {
     /// The schema name in effect.
     pub fn schema_name(&self) -> &str {
         self.schema.as_deref().unwrap_or("public")
+    }
+
+    /// Checks the URL as connecting would, without connecting: it parses, names a host
+    /// (hosts, addresses and ports pairing up) and its TLS settings are usable. Errors
+    /// name the URL as `setting` (`CORTEX_DATABASE_URL`, `--to`) and never echo it.
+    pub fn check_url(&self, setting: &str) -> Result<(), StoreError> {
+        crate::tls::parse_named(&self.url, setting).map(drop)
+    }
+
+    /// Whether `other` names the same store as this: the same server addresses (as
+    /// written: `localhost` and `127.0.0.1` differ), the same database and the same
+    /// schema. The user does not matter: two roles on one schema share its tables.
+    pub fn same_store(&self, other: &PostgresConfig) -> Result<bool, StoreError> {
+        let (mine, theirs) = (
+            crate::tls::parse(&self.url)?,
+            crate::tls::parse(&other.url)?,
+        );
+        Ok(self.schema_name() == other.schema_name()
+            && Server::of(&mine.config).same_database(&Server::of(&theirs.config)))
     }
 }
 
@@ -304,6 +325,35 @@ mod tests {
         assert!(PostgresConfig::new("x").parallel_search);
         assert_eq!(PostgresConfig::new("x").prune_budget, DEFAULT_PRUNE_BUDGET);
         assert_eq!(PostgresConfig::new("x").lookup_cost, DEFAULT_LOOKUP_COST);
+    }
+
+    #[test]
+    fn the_same_store_is_recognised_however_its_url_is_spelled() {
+        let same = |a: &str, b: &str| {
+            PostgresConfig::new(a)
+                .same_store(&PostgresConfig::new(b))
+                .unwrap()
+        };
+        let url = "postgres://postgres@127.0.0.1:5432/test";
+        assert!(same(url, url));
+        assert!(same(
+            url,
+            "postgresql://other:pw@127.0.0.1/test?sslmode=disable"
+        ));
+        assert!(same(url, "host=127.0.0.1 dbname=test user=postgres"));
+        assert!(!same(url, "postgres://postgres@127.0.0.1:5433/test"));
+        assert!(!same(url, "postgres://postgres@127.0.0.1/other"));
+        assert!(!same(url, "postgres://postgres@db.internal/test"));
+        // Without a database the server uses the user's name.
+        assert!(same("postgres://ada@h/ada", "postgres://ada@h"));
+        let mut schema = PostgresConfig::new(url);
+        schema.schema = Some("cortex_b".into());
+        assert!(!PostgresConfig::new(url).same_store(&schema).unwrap());
+        assert!(
+            PostgresConfig::new("postgres://")
+                .same_store(&PostgresConfig::new(url))
+                .is_err()
+        );
     }
 
     #[test]

@@ -14,9 +14,10 @@ use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, JoinType, OnConflict, Order, Query};
 
 use crate::codec::{ENTITY_COLUMNS, entity_at, memory_at, memory_columns};
+use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
-use crate::schema::{Names, lock_key};
+use crate::schema::lock_key;
 use crate::sql::{self, build, get, is_foreign_key_violation, limit, row_opt, rows, sea_err};
 use crate::store::PostgresStore;
 

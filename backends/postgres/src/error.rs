@@ -58,6 +58,14 @@ impl Server {
     pub fn addresses(&self) -> &[String] {
         &self.addresses
     }
+
+    /// Whether `other` is the same database on the same server (whichever user connects):
+    /// the same addresses and database, a missing database name meaning the user's, as
+    /// the server reads it.
+    pub(crate) fn same_database(&self, other: &Server) -> bool {
+        let database = |s: &Server| s.dbname.clone().or_else(|| s.user.clone());
+        self.addresses == other.addresses && database(self) == database(other)
+    }
 }
 
 impl fmt::Display for Server {
@@ -101,8 +109,11 @@ pub enum Cause {
     /// The connection closed under a call: the server went away or the network dropped
     /// it.
     Closed,
-    /// Another socket-level failure (the host name did not resolve, the network is
-    /// unreachable).
+    /// The host name does not resolve: no such name (a temporary failure of the resolver
+    /// is a [`Network`](Cause::Network) error).
+    UnknownHost(String),
+    /// Another socket-level failure (the network is unreachable, the resolver did not
+    /// answer).
     Network(String),
     /// The server refused the statement (`detail` is left out of the message: it can quote
     /// a whole failing row).
@@ -146,6 +157,11 @@ impl fmt::Display for Cause {
                 "the connection closed (the server restarted or terminated the session, or \
                  the network dropped it)",
             ),
+            Cause::UnknownHost(message) => write!(
+                f,
+                "the host name does not resolve ({message}): is the host in the URL spelled \
+                 right?"
+            ),
             Cause::Network(message) => write!(f, "network error: {message}"),
             // Not the detail: it can quote a whole failing row (content, embedding).
             Cause::Server {
@@ -161,6 +177,22 @@ impl fmt::Display for Cause {
                 }
             }
             Cause::Other(message) => f.write_str(message),
+        }
+    }
+}
+
+impl Cause {
+    /// Whether the settings are at fault, so that trying again with them cannot succeed:
+    /// the host name does not resolve, the server refused the credentials or the role
+    /// (28P01, 28000), or the database does not exist (3D000). A refused or dropped
+    /// connection, a timeout or a server starting up or shutting down is not: those pass.
+    /// (A refused connection when a store is first opened may well be a wrong port; the
+    /// caller, which knows whether the store was ever reached, decides.)
+    pub fn is_configuration(&self) -> bool {
+        match self {
+            Cause::UnknownHost(_) | Cause::Authentication { .. } => true,
+            Cause::Server { code, .. } => code == SqlState::INVALID_CATALOG_NAME.code(),
+            _ => false,
         }
     }
 }
@@ -305,6 +337,7 @@ pub(crate) fn classify(e: &tokio_postgres::Error) -> Cause {
             | ErrorKind::ConnectionAborted
             | ErrorKind::BrokenPipe
             | ErrorKind::UnexpectedEof => Cause::Closed,
+            _ if is_unknown_host(io) => Cause::UnknownHost(io.to_string()),
             _ => Cause::Network(io.to_string()),
         };
     }
@@ -315,6 +348,18 @@ pub(crate) fn classify(e: &tokio_postgres::Error) -> Cause {
         true => Cause::Other(e.to_string()),
         false => Cause::Other(format!("{e}: {detail}")),
     }
+}
+
+/// Whether the resolver answered that the name does not exist. The standard library
+/// gives a failed `getaddrinfo` no error kind of its own (only the unstable
+/// `Uncategorized`) and no OS code, so the text it writes is all there is: "failed to
+/// lookup address information: " and the resolver's message. Its temporary failure
+/// (`EAI_AGAIN`, "Temporary failure in name resolution") stays a network error.
+fn is_unknown_host(io: &std::io::Error) -> bool {
+    let text = io.to_string();
+    io.raw_os_error().is_none()
+        && text.starts_with("failed to lookup address information")
+        && !text.to_ascii_lowercase().contains("temporary")
 }
 
 fn from_server(db: &DbError) -> Cause {
@@ -363,6 +408,63 @@ mod tests {
         );
         assert_eq!(server("postgres://[::1]/x"), "[::1]:5432 (database \"x\")");
         assert!(!server("postgres://u:s3cret@h/d").contains("s3cret"));
+    }
+
+    #[test]
+    fn only_the_settings_faults_are_configuration_errors() {
+        let auth = Cause::Authentication {
+            code: Some("28P01".into()),
+            message: "password authentication failed for user \"ada\"".into(),
+        };
+        let no_database = Cause::Server {
+            code: "3D000".into(),
+            message: "database \"nope\" does not exist".into(),
+            detail: None,
+            hint: None,
+        };
+        let unknown = Cause::UnknownHost(
+            "failed to lookup address information: Name or service not known".into(),
+        );
+        for cause in [&auth, &no_database, &unknown] {
+            assert!(cause.is_configuration(), "{cause}");
+        }
+        let busy = Cause::Server {
+            code: "40001".into(),
+            message: "could not serialize access".into(),
+            detail: None,
+            hint: None,
+        };
+        for cause in [
+            Cause::Refused,
+            Cause::TimedOut,
+            Cause::Closed,
+            Cause::Network("network is unreachable".into()),
+            busy,
+            Cause::NotAccepting {
+                code: "57P03".into(),
+                message: "the database system is starting up".into(),
+            },
+        ] {
+            assert!(!cause.is_configuration(), "{cause}");
+        }
+    }
+
+    #[test]
+    fn a_name_the_resolver_does_not_know_is_an_unknown_host() {
+        use std::io::{Error, ErrorKind};
+        let nxdomain =
+            Error::other("failed to lookup address information: Name or service not known");
+        assert!(is_unknown_host(&nxdomain));
+        let again = Error::other(
+            "failed to lookup address information: Temporary failure in name resolution",
+        );
+        assert!(
+            !is_unknown_host(&again),
+            "the resolver may answer next time"
+        );
+        assert!(!is_unknown_host(&Error::from(
+            ErrorKind::NetworkUnreachable
+        )));
     }
 
     #[test]

@@ -20,11 +20,11 @@
 
 mod codec;
 pub mod config;
-mod dense;
+mod diagnostics;
 mod enrichment;
 pub mod error;
-mod lexical_paths;
 mod meta;
+mod names;
 mod pool;
 mod postings;
 mod prefix;
@@ -34,7 +34,6 @@ mod schema;
 mod search;
 mod sql;
 mod store;
-mod tie_break;
 mod tls;
 mod transfer;
 
@@ -42,9 +41,11 @@ pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
     DenseMode, PostgresConfig,
 };
+pub use diagnostics::Diagnostics;
 pub use error::PostgresError;
-pub use lexical_paths::{LexicalPath, LexicalPaths, RarestFirstLookups};
-pub use schema::{SCHEMA_VERSION, validate_schema_name};
+pub use names::validate_schema_name;
+pub use schema::SCHEMA_VERSION;
+pub use search::lexical_path::{LexicalPath, LexicalPaths, RarestFirstLookups};
 pub use store::PostgresStore;
 
 use cortex_core::StoreError;

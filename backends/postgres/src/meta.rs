@@ -5,8 +5,8 @@ use cortex_core::{EmbeddingSignature, Generation, StoreError};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, OnConflict, Query};
 
+use crate::names::Names;
 use crate::pg_err;
-use crate::schema::Names;
 use crate::sql::{build, get, row_opt, sea_err};
 
 pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";

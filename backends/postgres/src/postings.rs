@@ -12,7 +12,7 @@ use cortex_core::StoreError;
 use cortex_core::tokenizer::term_frequencies;
 use sea_query::{Expr, ExprTrait, OnConflict, Query};
 
-use crate::schema::Names;
+use crate::names::Names;
 use crate::sql::{Built, build, sea_err};
 
 /// A document's distinct terms (byte order) with their frequencies, and its length.

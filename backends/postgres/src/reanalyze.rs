@@ -12,9 +12,9 @@ use cortex_core::StoreError;
 use cortex_core::tokenizer::ANALYZER;
 use tokio_postgres::Transaction;
 
+use crate::names::Names;
 use crate::pg_err;
 use crate::postings::DocTerms;
-use crate::schema::Names;
 
 /// Memories re-analysed per round trip.
 const BATCH: i64 = 2_000;

@@ -8,10 +8,10 @@ use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query};
 
 use crate::codec::{memory_at, memory_columns};
-use crate::dense::{HNSW_INDEX, LEGACY_HNSW_INDEX};
 use crate::meta::{SIGNATURE_KEY, read_signature, read_signature_locked};
+use crate::names::Names;
 use crate::pg_err;
-use crate::schema::Names;
+use crate::search::dense_plan::{HNSW_INDEX, LEGACY_HNSW_INDEX};
 use crate::sql::{build, get, limit, row_opt, rows};
 
 pub(crate) async fn unstaged<C: GenericClient>(

@@ -1,15 +1,15 @@
 //! The schema: names, the pgvector extension and versioned forward migrations.
 
 use cortex_core::StoreError;
-use sea_query::TableRef;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
+use crate::names::{Names, quote_ident, validate_schema_name};
 use crate::pg_err;
 use crate::sql::get;
 
-/// Each entry migrates from version `i` to `i + 1`. Append only: a shipped step never
-/// changes. `{s}` stands for the quoted schema name.
+/// Each entry migrates from version `i` to `i + 1`: `migrations/000N_*.sql`, built in.
+/// Append only: a shipped step never changes. `{s}` stands for the quoted schema name.
 ///
 /// The embedding column is `vector` without a dimension: the dimension is only known at the
 /// first memorize (the signature is recorded lazily, inside that write's transaction), and
@@ -17,260 +17,11 @@ use crate::sql::get;
 /// index, which needs a fixed dimension, is an expression index on `embedding::vector(D)`
 /// built once the dimension is known (see `dense`).
 const MIGRATIONS: &[&str] = &[
-    // 1: memories with their postings and per-user statistics, and the enrichment tables.
-    r#"
-    CREATE TABLE {s}.memories (
-        seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        id         uuid        NOT NULL UNIQUE,
-        user_id    text        NOT NULL,
-        content    text        NOT NULL,
-        kind       text        NOT NULL,
-        tags       text[]      NOT NULL,
-        created_at timestamptz NOT NULL,
-        doc_len    integer     NOT NULL,
-        superseded boolean     NOT NULL DEFAULT false,
-        embedding  vector      NOT NULL
-    );
-    CREATE INDEX memories_user_live ON {s}.memories (user_id, seq) WHERE NOT superseded;
-
-    -- One row per user: the change counter and the BM25 statistics over live memories.
-    -- Every write of a user updates this row first, so its row lock serialises the
-    -- user's writers and keeps the counts exact.
-    CREATE TABLE {s}.users (
-        user_id    text   PRIMARY KEY,
-        generation bigint NOT NULL DEFAULT 0,
-        doc_count  bigint NOT NULL DEFAULT 0,
-        total_len  bigint NOT NULL DEFAULT 0
-    );
-
-    -- Postings of live memories only: a superseded memory's rows are removed, so df is
-    -- a count over this table.
-    CREATE TABLE {s}.postings (
-        user_id text    NOT NULL,
-        term    text    COLLATE "C" NOT NULL,
-        seq     bigint  NOT NULL REFERENCES {s}.memories (seq) ON DELETE CASCADE,
-        tf      integer NOT NULL,
-        doc_len integer NOT NULL,
-        PRIMARY KEY (user_id, term, seq)
-    );
-    CREATE INDEX postings_seq ON {s}.postings (seq);
-
-    CREATE TABLE {s}.events (
-        seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        memory_id  uuid        NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        user_id    text        NOT NULL,
-        event_time timestamptz NOT NULL,
-        actor      text,
-        location   text,
-        event_type text
-    );
-    CREATE INDEX events_user_time ON {s}.events (user_id, event_time);
-    CREATE INDEX events_memory ON {s}.events (memory_id);
-
-    CREATE TABLE {s}.supersessions (
-        seq        bigint      GENERATED ALWAYS AS IDENTITY,
-        old_id     uuid        NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        new_id     uuid        NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        user_id    text        NOT NULL,
-        reason     text        NOT NULL,
-        created_at timestamptz NOT NULL,
-        PRIMARY KEY (old_id, new_id)
-    );
-    CREATE INDEX supersessions_new ON {s}.supersessions (new_id);
-
-    CREATE TABLE {s}.entities (
-        id              uuid        PRIMARY KEY,
-        user_id         text        NOT NULL,
-        name            text        NOT NULL,
-        normalized_name text        NOT NULL,
-        entity_type     text,
-        aliases         text[]      NOT NULL,
-        created_at      timestamptz NOT NULL,
-        UNIQUE (user_id, normalized_name)
-    );
-    CREATE INDEX entities_aliases ON {s}.entities USING gin (aliases);
-
-    CREATE TABLE {s}.entity_edges (
-        seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        user_id    text        NOT NULL,
-        source     uuid        NOT NULL REFERENCES {s}.entities (id) ON DELETE CASCADE,
-        target     uuid        NOT NULL REFERENCES {s}.entities (id) ON DELETE CASCADE,
-        label      text        NOT NULL,
-        memory_id  uuid        REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        created_at timestamptz NOT NULL,
-        UNIQUE (source, target, label)
-    );
-    CREATE INDEX entity_edges_target ON {s}.entity_edges (target);
-    CREATE INDEX entity_edges_memory ON {s}.entity_edges (memory_id);
-
-    CREATE TABLE {s}.memory_entities (
-        memory_id uuid NOT NULL REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        entity_id uuid NOT NULL REFERENCES {s}.entities (id) ON DELETE CASCADE,
-        user_id   text NOT NULL,
-        role      text NOT NULL,
-        PRIMARY KEY (memory_id, entity_id, role)
-    );
-    CREATE INDEX memory_entities_entity ON {s}.memory_entities (entity_id);
-
-    -- The core's dense score, bit for bit: both vectors scaled to unit length in f64 and
-    -- rounded to f32 (the query arrives already scaled), then a dot product of the f32
-    -- components accumulated in f64 over eight lanes (component i into lane i mod 8, the
-    -- tail after the last whole group of eight added after the lanes), rounded to f32.
-    -- pgvector's `<=>` accumulates in f32, so its order can differ from the core's on
-    -- near-ties; the search uses it only to pick candidates and ranks them with this.
-    -- The CASEs keep Postgres's float4 cast from raising underflow where Rust's `as f32`
-    -- rounds to zero.
-    CREATE FUNCTION {s}.cortex_unit_dot(e real[], q real[]) RETURNS real
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    AS $fn$
-        WITH x AS (
-            SELECT t.i, t.a::float8 AS a, t.b::float8 AS b
-            FROM unnest(e, q) WITH ORDINALITY AS t(a, b, i)
-        ),
-        n AS (
-            SELECT sqrt(sum(x.a * x.a ORDER BY x.i)) AS norm, (count(*) / 8) * 8 AS whole
-            FROM x
-        ),
-        u AS (SELECT x.i, x.a / n.norm AS a, x.b, n.whole FROM x, n),
-        p AS (
-            SELECT u.i, u.whole,
-                   (CASE WHEN abs(u.a) <= power(2::float8, -150::float8) THEN 0::real
-                         ELSE u.a::real END)::float8 * u.b AS v
-            FROM u
-        ),
-        parts AS (
-            SELECT (p.i - 1) % 8 AS k, sum(p.v ORDER BY p.i) AS s FROM p
-            WHERE p.i <= p.whole GROUP BY 1
-            UNION ALL
-            SELECT 8 + p.i - p.whole AS k, p.v AS s FROM p WHERE p.i > p.whole
-        ),
-        total AS (SELECT sum(parts.s ORDER BY parts.k) AS t FROM parts)
-        SELECT CASE WHEN abs(total.t) <= power(2::float8, -150::float8) THEN 0::real
-                    ELSE total.t::real END
-        FROM total
-    $fn$;
-    "#,
-    // 2: per-term BM25 statistics, so a search reads each query term's document frequency
-    // as one row instead of counting its postings. Triggers on the postings keep them, so
-    // every path that adds or removes postings (memorize, supersede, the cascade of a
-    // delete, a restore) keeps them exact. max_tf and min_len only ever move outwards:
-    // after removals they are still bounds, which is all the search asks of them. The
-    // postings key carries tf and doc_len, so scoring reads the index alone.
-    r#"
-    CREATE TABLE {s}.terms (
-        user_id text    NOT NULL,
-        term    text    COLLATE "C" NOT NULL,
-        df      bigint  NOT NULL,
-        max_tf  integer NOT NULL,
-        min_len integer NOT NULL,
-        PRIMARY KEY (user_id, term)
-    );
-    INSERT INTO {s}.terms (user_id, term, df, max_tf, min_len)
-    SELECT user_id, term, count(*), max(tf), min(doc_len) FROM {s}.postings
-    GROUP BY user_id, term;
-
-    CREATE FUNCTION {s}.cortex_postings_added() RETURNS trigger
-    LANGUAGE plpgsql AS $fn$
-    BEGIN
-        INSERT INTO {s}.terms AS t (user_id, term, df, max_tf, min_len)
-        SELECT a.user_id, a.term, count(*), max(a.tf), min(a.doc_len) FROM added a
-        GROUP BY a.user_id, a.term
-        ORDER BY a.user_id, a.term
-        ON CONFLICT (user_id, term) DO UPDATE
-        SET df = t.df + excluded.df,
-            max_tf = greatest(t.max_tf, excluded.max_tf),
-            min_len = least(t.min_len, excluded.min_len);
-        RETURN NULL;
-    END
-    $fn$;
-
-    CREATE FUNCTION {s}.cortex_postings_removed() RETURNS trigger
-    LANGUAGE plpgsql AS $fn$
-    BEGIN
-        UPDATE {s}.terms t SET df = t.df - r.n
-        FROM (SELECT user_id, term, count(*) AS n FROM removed GROUP BY user_id, term) r
-        WHERE t.user_id = r.user_id AND t.term = r.term;
-        DELETE FROM {s}.terms t USING (SELECT DISTINCT user_id, term FROM removed) r
-        WHERE t.user_id = r.user_id AND t.term = r.term AND t.df <= 0;
-        RETURN NULL;
-    END
-    $fn$;
-
-    CREATE TRIGGER postings_added AFTER INSERT ON {s}.postings
-    REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.cortex_postings_added();
-    CREATE TRIGGER postings_removed AFTER DELETE ON {s}.postings
-    REFERENCING OLD TABLE AS removed
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.cortex_postings_removed();
-
-    ALTER TABLE {s}.postings DROP CONSTRAINT postings_pkey,
-        ADD PRIMARY KEY (user_id, term, seq) INCLUDE (tf, doc_len);
-    "#,
-    // 3: cortex_unit_dot as a loop: the same arithmetic in the same order (sum's
-    // first-value start included, so even signed zeros match), 4x faster than the set-based
-    // version, whose ordered aggregates sort. It re-scores near-tied dense candidates, which
-    // on tightly clustered data was half of an HNSW search's time.
-    r#"
-    CREATE OR REPLACE FUNCTION {s}.cortex_unit_dot(e real[], q real[]) RETURNS real
-    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-    AS $fn$
-    DECLARE
-        n int := cardinality(e);
-        whole int := (cardinality(e) / 8) * 8;
-        tiny float8 := power(2::float8, -150::float8);
-        norm float8;
-        lanes float8[] := '{NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL}';
-        a float8;
-        v float8;
-        t float8;
-        k int;
-    BEGIN
-        FOR i IN 1..n LOOP
-            a := e[i];
-            norm := COALESCE(norm + a * a, a * a);
-        END LOOP;
-        norm := sqrt(norm);
-        FOR i IN 1..n LOOP
-            a := e[i]::float8 / norm;
-            IF abs(a) <= tiny THEN a := 0; ELSE a := a::real::float8; END IF;
-            v := a * q[i]::float8;
-            IF i <= whole THEN
-                k := (i - 1) % 8 + 1;
-                lanes[k] := COALESCE(lanes[k] + v, v);
-            ELSE
-                IF i = whole + 1 THEN
-                    FOR j IN 1..8 LOOP
-                        IF lanes[j] IS NOT NULL THEN t := COALESCE(t + lanes[j], lanes[j]); END IF;
-                    END LOOP;
-                END IF;
-                t := COALESCE(t + v, v);
-            END IF;
-        END LOOP;
-        IF n = whole THEN
-            FOR j IN 1..8 LOOP
-                IF lanes[j] IS NOT NULL THEN t := COALESCE(t + lanes[j], lanes[j]); END IF;
-            END LOOP;
-        END IF;
-        IF abs(t) <= tiny THEN RETURN 0::real; END IF;
-        RETURN t::real;
-    END
-    $fn$;
-    "#,
-    // 4: the postings in impact order. Within one term and one tf a posting's BM25 score
-    // falls as its memory grows longer, so (tf, doc_len, seq) walks each tf's postings
-    // best first: a one-term search reads the few that can reach the pool instead of all
-    // of them (a common term's list is a large share of the user's memories).
-    r#"
-    CREATE INDEX postings_impact ON {s}.postings (user_id, term, tf, doc_len, seq);
-    "#,
-    // 5: vectors of a re-embedding in progress, kept apart until the switch.
-    r#"
-    CREATE TABLE {s}.staged_embeddings (
-        id        uuid   PRIMARY KEY REFERENCES {s}.memories (id) ON DELETE CASCADE,
-        signature text   NOT NULL,
-        embedding vector NOT NULL
-    );
-    "#,
+    include_str!("../migrations/0001_memories.sql"),
+    include_str!("../migrations/0002_term_statistics.sql"),
+    include_str!("../migrations/0003_unit_dot_loop.sql"),
+    include_str!("../migrations/0004_impact_order.sql"),
+    include_str!("../migrations/0005_staged_vectors.sql"),
 ];
 
 /// The schema version this build writes.
@@ -278,62 +29,6 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Oldest pgvector with `hnsw.iterative_scan`.
 const ITERATIVE_SCAN_VERSION: (u32, u32) = (0, 8);
-
-/// Schema names are plain lowercase identifiers: letters, digits and `_`, not starting
-/// with a digit, at most 63 bytes. They are also quoted wherever they are written, but
-/// refusing anything else keeps them safe inside connection options too.
-pub fn validate_schema_name(name: &str) -> Result<(), StoreError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit()
-        && !name.starts_with("pg_");
-    match ok {
-        true => Ok(()),
-        false => Err(StoreError::Config(format!(
-            "schema name {name:?} must be 1-63 lowercase letters, digits or '_', not starting \
-             with a digit or pg_"
-        ))),
-    }
-}
-
-/// `"name"`, with embedded quotes doubled.
-pub(crate) fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// The store's schema: table references for sea-query and quoted names for DDL.
-#[derive(Debug, Clone)]
-pub(crate) struct Names {
-    schema: String,
-    quoted: String,
-}
-
-impl Names {
-    pub(crate) fn new(schema: &str) -> Result<Self, StoreError> {
-        validate_schema_name(schema)?;
-        Ok(Self {
-            schema: schema.to_owned(),
-            quoted: quote_ident(schema),
-        })
-    }
-
-    pub(crate) fn schema(&self) -> &str {
-        &self.schema
-    }
-
-    /// A schema-qualified table for sea-query.
-    pub(crate) fn table(&self, table: &'static str) -> TableRef {
-        (self.schema.clone(), table).into()
-    }
-
-    /// `"schema"."object"`, for DDL and custom expressions.
-    pub(crate) fn q(&self, object: &str) -> String {
-        format!("{}.{}", self.quoted, quote_ident(object))
-    }
-}
 
 /// What the migration learnt about the server.
 #[derive(Debug, Clone)]
@@ -509,26 +204,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schema_names_are_plain_identifiers() {
-        for good in ["public", "cortex", "cortex_test_42", "_x"] {
-            assert!(validate_schema_name(good).is_ok(), "{good}");
+    fn migrations_are_the_numbered_files_in_order() {
+        // A step added as a file but not listed (or listed out of order) would never run.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), MIGRATIONS.len(), "{files:?}");
+        for (i, name) in files.iter().enumerate() {
+            assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            assert_eq!(text, MIGRATIONS[i], "{name} is not step {}", i + 1);
         }
-        for bad in [
-            "",
-            "Cortex",
-            "1abc",
-            "a-b",
-            "a\"b",
-            "pg_temp",
-            &"a".repeat(64),
-        ] {
-            assert!(validate_schema_name(bad).is_err(), "{bad}");
-        }
-        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
-        assert_eq!(
-            Names::new("cx").unwrap().q("memories"),
-            "\"cx\".\"memories\""
-        );
     }
 
     #[test]

@@ -20,16 +20,17 @@ use tokio_postgres::IsolationLevel;
 
 use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
-use crate::dense::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::enrichment::{self, require_memory};
-use crate::lexical_paths::{LexicalPaths, PathCounters, RarestFirstLookups};
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
 };
+use crate::names::Names;
 use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::prefix::prefix_bounds;
-use crate::schema::{Names, ServerInfo, migrate};
+use crate::schema::{ServerInfo, migrate};
+use crate::search::dense_plan::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
+use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
 use crate::{pg_err, pool, search, tls};
 
@@ -162,7 +163,7 @@ impl PostgresStore {
         *known = Some(signature);
     }
 
-    async fn known_signature(&self) -> Result<Option<EmbeddingSignature>, StoreError> {
+    pub(crate) async fn known_signature(&self) -> Result<Option<EmbeddingSignature>, StoreError> {
         if let Some(known) = self.cached_signature() {
             return Ok(Some(known));
         }
@@ -185,7 +186,7 @@ impl PostgresStore {
     }
 
     /// Exact or HNSW for this user's next search.
-    async fn plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
+    pub(crate) async fn plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
         match self.inner.config.dense_mode {
             DenseMode::Exact => Ok(DensePlan::Exact),
             DenseMode::Hnsw => {
@@ -250,44 +251,18 @@ impl PostgresStore {
         counts.insert(user.to_owned(), live);
     }
 
-    /// How many searches of this handle took each BM25 path (pruning, see
-    /// `CORTEX_PG_PRUNE_BUDGET`), for diagnostics and tests.
-    pub fn lexical_paths(&self) -> LexicalPaths {
-        self.inner.lexical_paths.snapshot()
+    /// This handle's BM25 path counters (read through [`PostgresStore::diagnostics`]).
+    pub(crate) fn path_counters(&self) -> &PathCounters {
+        &self.inner.lexical_paths
     }
 
-    /// How many candidates this handle's rarest-first searches had and how many of them
-    /// they looked up, for diagnostics and tests.
-    pub fn rarest_first_lookups(&self) -> RarestFirstLookups {
-        self.inner.lexical_paths.lookups()
-    }
-
-    /// How many of this handle's searches ran their dense side on a second connection,
-    /// beside the BM25 side (see [`PostgresConfig::parallel_search`]), for diagnostics and
-    /// tests.
-    pub fn parallel_searches(&self) -> u64 {
+    /// How many of this handle's searches ran their two sides on two connections.
+    pub(crate) fn parallel_search_count(&self) -> u64 {
         self.inner.parallel_searches.load(Ordering::Relaxed)
     }
 
-    /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
-    /// statement with its generic plan, then of the fused one, run with the same settings
-    /// as the search), for diagnosing a slow recall. Always on one connection: the dense
-    /// side is the fused statement's, as when no second connection is free.
-    pub async fn explain_search(
-        &self,
-        user: &str,
-        request: &SearchRequest,
-    ) -> Result<Vec<String>, StoreError> {
-        let Some(signature) = self.known_signature().await? else {
-            return Ok(Vec::new());
-        };
-        let plan = self.plan(user, signature.dimension).await?;
-        let unit = normalized(&request.embedding);
-        self.search_of(plan, user, &unit, request).explain().await
-    }
-
     /// One search as the pushdown runs it (see [`search::Search`]).
-    fn search_of<'a>(
+    pub(crate) fn search_of<'a>(
         &'a self,
         plan: DensePlan,
         user: &'a str,

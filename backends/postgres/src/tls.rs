@@ -63,17 +63,27 @@ pub(crate) enum Connector {
 /// Parses `url` (a postgres:// URL or libpq key=value text) into settings and a connector.
 /// Errors never echo the URL, which may hold a password.
 pub(crate) fn parse(url: &str) -> Result<Connection, StoreError> {
+    parse_named(url, "CORTEX_DATABASE_URL")
+}
+
+/// [`parse`], its errors naming the URL as `setting` (the variable or option it came
+/// from). Also refuses what connecting would refuse before sending a byte: no host, or
+/// hosts, addresses and ports that do not pair up.
+pub(crate) fn parse_named(url: &str, setting: &str) -> Result<Connection, StoreError> {
     let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
     let (clean, mode, root_cert) = if is_url {
         split_tls_params(url)?
     } else {
         (url.to_owned(), None, None)
     };
-    let mut config: tokio_postgres::Config = clean.parse().map_err(|e| {
-        StoreError::Config(format!(
-            "CORTEX_DATABASE_URL is not a valid PostgreSQL URL: {e}"
-        ))
-    })?;
+    let mut config: tokio_postgres::Config =
+        clean.parse().map_err(|e: tokio_postgres::Error| {
+            // The driver's display is only "invalid connection string"; its source names the
+            // option at fault (never its value).
+            let why = std::error::Error::source(&e).map_or_else(String::new, |s| format!(": {s}"));
+            StoreError::Config(format!("{setting} is not a valid PostgreSQL URL: {e}{why}"))
+        })?;
+    check_hosts(&config, setting)?;
     let mode = mode.unwrap_or(match config.get_ssl_mode() {
         SslMode::Disable => PgSslMode::Disable,
         SslMode::Require => PgSslMode::Require,
@@ -94,6 +104,30 @@ pub(crate) fn parse(url: &str) -> Result<Connection, StoreError> {
         }
     };
     Ok(Connection { config, connector })
+}
+
+/// The driver's own checks at connect time (tokio-postgres `connect`), made when the URL
+/// is read so that a URL that can never connect is a configuration error at once.
+fn check_hosts(config: &tokio_postgres::Config, setting: &str) -> Result<(), StoreError> {
+    let (hosts, addrs) = (config.get_hosts().len(), config.get_hostaddrs().len());
+    if hosts == 0 && addrs == 0 {
+        return Err(StoreError::Config(format!(
+            "{setting} names no host; write postgres://user@host:port/database"
+        )));
+    }
+    if hosts != 0 && addrs != 0 && hosts != addrs {
+        return Err(StoreError::Config(format!(
+            "{setting} names {hosts} hosts but {addrs} host addresses"
+        )));
+    }
+    let ports = config.get_ports().len();
+    if ports > 1 && ports != hosts.max(addrs) {
+        return Err(StoreError::Config(format!(
+            "{setting} names {ports} ports for {} hosts; give one port, or one per host",
+            hosts.max(addrs)
+        )));
+    }
+    Ok(())
 }
 
 type Split = (String, Option<PgSslMode>, Option<String>);
@@ -344,10 +378,36 @@ mod tests {
     }
 
     #[test]
+    fn a_url_that_cannot_connect_is_refused_when_read() {
+        for (url, says) in [
+            ("postgres://", "names no host"),
+            ("postgres:///db", "names no host"),
+            ("postgresql://u:hunter2@/db", "names no host"),
+            ("host=a,b port=1,2,3 user=u", "3 ports for 2 hosts"),
+            (
+                "host=a,b hostaddr=127.0.0.1 user=u",
+                "2 hosts but 1 host addresses",
+            ),
+        ] {
+            let err = parse_named(url, "--to").unwrap_err().to_string();
+            assert!(err.contains(says) && err.contains("--to"), "{url}: {err}");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        for url in [
+            "postgres://u@h/db",
+            "host=a,b port=1 user=u",
+            "hostaddr=127.0.0.1",
+        ] {
+            assert!(parse(url).is_ok(), "{url}");
+        }
+    }
+
+    #[test]
     fn parse_errors_do_not_echo_the_password() {
         let err = parse("postgres://u:hunter2@h:notaport/db")
             .unwrap_err()
             .to_string();
         assert!(!err.contains("hunter2"), "{err}");
+        assert!(err.contains("`port`"), "names the option at fault: {err}");
     }
 }

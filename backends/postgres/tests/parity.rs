@@ -325,13 +325,13 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
     }
     let paths: Vec<((u64, u64), LexicalPaths)> = budgets
         .iter()
-        .map(|(budget, store)| (*budget, store.lexical_paths()))
+        .map(|(budget, store)| (*budget, store.diagnostics().lexical_paths()))
         .collect();
     eprintln!(
         "parity {tag}: {} live memories, {compared} (query, top_k) pairs identical; \
          BM25 paths by (prune budget, lookup cost): {paths:?}, default {:?}",
         pg_index.len(),
-        pg.lexical_paths()
+        pg.diagnostics().lexical_paths()
     );
     assert_eq!(paths[0].1.pruned_total(), 0, "budget 0 never prunes");
     assert!(
@@ -372,16 +372,16 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         );
     }
     assert!(
-        pg.lexical_paths().once + pg.lexical_paths().pruned_total() > 0,
+        pg.diagnostics().lexical_paths().once + pg.diagnostics().lexical_paths().pruned_total() > 0,
         "the default budget neither scored once nor pruned"
     );
     assert!(several_terms > 0, "no query had several terms");
     assert_eq!(
-        pg.parallel_searches(),
+        pg.diagnostics().parallel_searches(),
         several_terms,
         "searches with several terms that ran their sides on two connections"
     );
-    assert_eq!(one_connection.parallel_searches(), 0);
+    assert_eq!(one_connection.diagnostics().parallel_searches(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,6 +528,6 @@ async fn long_queries_match_in_process() {
             }
         }
     }
-    assert!(stores[0].1.parallel_searches() > 0);
-    assert_eq!(stores[1].1.parallel_searches(), 0);
+    assert!(stores[0].1.diagnostics().parallel_searches() > 0);
+    assert_eq!(stores[1].1.diagnostics().parallel_searches(), 0);
 }

@@ -249,7 +249,7 @@ async fn pruned_search_equals_full_scoring() {
     // The queries of "zebra" and "ox" (and "note") rarest-first, the one with "yak" past
     // the budget but essential; the one-term queries read in impact order.
     assert_eq!(
-        pruning.lexical_paths(),
+        pruning.diagnostics().lexical_paths(),
         LexicalPaths {
             full: 0,
             once: 0,
@@ -261,7 +261,7 @@ async fn pruned_search_equals_full_scoring() {
     );
     for store in [&full, &scanning] {
         assert_eq!(
-            store.lexical_paths(),
+            store.diagnostics().lexical_paths(),
             LexicalPaths {
                 full: 3,
                 impact: 3,
@@ -326,11 +326,11 @@ async fn rarest_first_looks_up_in_stages() {
     };
     let (got, expected) = search(1).await;
     assert_eq!(got, expected);
-    assert_eq!(staged.lexical_paths().rarest_first, 1);
+    assert_eq!(staged.diagnostics().lexical_paths().rarest_first, 1);
     let RarestFirstLookups {
         candidates,
         looked_up,
-    } = staged.rarest_first_lookups();
+    } = staged.diagnostics().rarest_first_lookups();
     // The first two stages hold the best 16 + 64 candidates (scaled), and at most one
     // run of tied scores (memories of one length) more.
     assert_eq!(
@@ -387,7 +387,7 @@ async fn term_bounds_come_from_the_best_posting() {
     let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1);
     assert_eq!(pruning.search("u", &request).await.unwrap(), expected);
     assert_eq!(
-        pruning.lexical_paths(),
+        pruning.diagnostics().lexical_paths(),
         LexicalPaths {
             rarest_first: 1,
             ..LexicalPaths::default()
@@ -579,7 +579,7 @@ async fn both_sides_read_one_snapshot_under_concurrent_writes() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let written = writer.await.unwrap();
     assert!(written > 20, "the writer wrote only {written} memories");
-    assert_eq!(store.parallel_searches(), 300);
+    assert_eq!(store.diagnostics().parallel_searches(), 300);
 }
 
 /// A search given up midway (its future dropped while a statement of its read-only
@@ -797,7 +797,11 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             embedding: vectors[0].clone(),
             top_k: 10,
         };
-        let plan = hnsw.explain_search(user, &request).await.unwrap();
+        let plan = hnsw
+            .diagnostics()
+            .explain_search(user, &request)
+            .await
+            .unwrap();
         let _ = writeln!(std::io::stderr(), "{}", plan.join("\n"));
     }
     let mut agree = 0;
@@ -902,7 +906,7 @@ async fn searches_plan_each_statement_as_designed() {
                     assert_eq!(store.search("u", &request).await.unwrap().len(), 3);
                 }
                 assert_eq!(
-                    store.parallel_searches(),
+                    store.diagnostics().parallel_searches(),
                     if pool_size == 1 { 0 } else { 7 },
                     "{case}: searches run side by side"
                 );

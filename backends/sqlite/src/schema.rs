@@ -6,90 +6,11 @@ use cortex_core::StoreError;
 
 use crate::db_err;
 
-/// Each entry migrates from version `i` to `i + 1`. Append only: a shipped step never
-/// changes.
+/// Each entry migrates from version `i` to `i + 1`: `migrations/000N_*.sql`, built in.
+/// Append only: a shipped step never changes.
 const MIGRATIONS: &[&str] = &[
-    // 1: memories, meta, per-user change counters and the enrichment tables.
-    r#"
-    CREATE TABLE memories (
-        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-        id         TEXT    NOT NULL UNIQUE,
-        user_id    TEXT    NOT NULL,
-        content    TEXT    NOT NULL,
-        kind       TEXT    NOT NULL,
-        tags       TEXT    NOT NULL,
-        created_at TEXT    NOT NULL,
-        embedding  BLOB    NOT NULL
-    );
-    CREATE INDEX memories_user_seq ON memories (user_id, seq);
-
-    CREATE TABLE user_generations (
-        user_id    TEXT    PRIMARY KEY,
-        generation INTEGER NOT NULL
-    );
-
-    CREATE TABLE events (
-        memory_id  TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-        user_id    TEXT NOT NULL,
-        event_time TEXT NOT NULL,
-        actor      TEXT,
-        location   TEXT,
-        event_type TEXT
-    );
-    CREATE INDEX events_user_time ON events (user_id, event_time);
-    CREATE INDEX events_memory ON events (memory_id);
-
-    CREATE TABLE supersessions (
-        old_id     TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-        new_id     TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-        user_id    TEXT NOT NULL,
-        reason     TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (old_id, new_id)
-    );
-    CREATE INDEX supersessions_new ON supersessions (new_id);
-
-    CREATE TABLE entities (
-        id              TEXT PRIMARY KEY,
-        user_id         TEXT NOT NULL,
-        name            TEXT NOT NULL,
-        normalized_name TEXT NOT NULL,
-        entity_type     TEXT,
-        aliases         TEXT NOT NULL,
-        created_at      TEXT NOT NULL,
-        UNIQUE (user_id, normalized_name)
-    );
-
-    CREATE TABLE entity_edges (
-        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
-        user_id    TEXT NOT NULL,
-        source     TEXT NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
-        target     TEXT NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
-        label      TEXT NOT NULL,
-        memory_id  TEXT REFERENCES memories (id) ON DELETE CASCADE,
-        created_at TEXT NOT NULL,
-        UNIQUE (source, target, label)
-    );
-    CREATE INDEX entity_edges_target ON entity_edges (target);
-    CREATE INDEX entity_edges_memory ON entity_edges (memory_id);
-
-    CREATE TABLE memory_entities (
-        memory_id TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
-        entity_id TEXT NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
-        user_id   TEXT NOT NULL,
-        role      TEXT NOT NULL,
-        PRIMARY KEY (memory_id, entity_id, role)
-    );
-    CREATE INDEX memory_entities_entity ON memory_entities (entity_id);
-    "#,
-    // 2: vectors of a re-embedding in progress, kept apart until the switch.
-    r#"
-    CREATE TABLE staged_embeddings (
-        id        TEXT NOT NULL PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
-        signature TEXT NOT NULL,
-        embedding BLOB NOT NULL
-    );
-    "#,
+    include_str!("../migrations/0001_memories.sql"),
+    include_str!("../migrations/0002_staged_vectors.sql"),
 ];
 
 /// The schema version this build writes.
@@ -135,4 +56,27 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     )
     .map_err(db_err)?;
     tx.commit().map_err(db_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_the_numbered_files_in_order() {
+        // A step added as a file but not listed (or listed out of order) would never run.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), MIGRATIONS.len(), "{files:?}");
+        for (i, name) in files.iter().enumerate() {
+            assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            assert_eq!(text, MIGRATIONS[i], "{name} is not step {}", i + 1);
+        }
+    }
 }

@@ -16,7 +16,7 @@ use crate::admin::import::{Importer, LineCheck, Vectors, read_batch, read_header
 use crate::admin::migrate::migrate;
 use crate::admin::progress::Progress;
 use crate::admin::reembed::{estimate, reembed};
-use crate::admin::{Context, storage_of};
+use crate::admin::{Context, StoreContext, check_not_itself, storage_of};
 use crate::cli::{
     AddArgs, ExportArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, ReembedArgs, SearchArgs,
     StatsArgs,
@@ -87,7 +87,7 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
     if !(1..=cortex_core::MAX_LIMIT).contains(&args.limit) {
         return Err(AdminError::Usage("--limit must be 1 to 1000".into()));
     }
-    let ctx = Context::open().await?;
+    let ctx = StoreContext::open().await?;
     let user = ctx.user(args.user.user.as_deref())?;
     // Pages of the store's insertion order: the cursor is the last sequence shown, so
     // every memory is reachable and none repeats, whatever is added meanwhile.
@@ -219,15 +219,16 @@ async fn postgres_schema_bytes(config: &cortex_postgres::PostgresConfig) -> Opti
     }
 }
 
+/// Reads the store only: no embedder or layer setting is needed, or read.
 pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
+    let ctx = StoreContext::open().await?;
     let user = ctx.user(args.user.user.as_deref())?;
     let mut stats = Stats {
         user: user.clone(),
         signature: ctx.store.signature().await?.map(|s| s.to_string()),
         ..Stats::default()
     };
-    (stats.store, stats.store_bytes) = match &ctx.config.storage {
+    (stats.store, stats.store_bytes) = match &ctx.settings.storage {
         cortex_mcp::Storage::Sqlite(c) => {
             let size = |suffix: &str| {
                 let mut path = c.path.clone().into_os_string();
@@ -295,7 +296,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
 }
 
 pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
+    let ctx = StoreContext::open().await?;
     let users = match args.all_users {
         true => ctx.store.users().await?,
         false => vec![ctx.user(args.user.user.as_deref())?],
@@ -426,11 +427,16 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
 }
 
 pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
-    let ctx = Context::open().await?;
-    let target = open_store(&storage_of(&args.to)?).await?;
-    let users = ctx.store.users().await?;
+    // The destination is checked before either store is opened: a refused one creates
+    // nothing.
+    let settings = cortex_mcp::StoreSettings::from_env()?;
+    let destination = storage_of(&args.to)?;
+    check_not_itself(&settings.storage, &destination)?;
+    let source = open_store(&settings.storage).await?;
+    let target = open_store(&destination).await?;
+    let users = source.users().await?;
     let progress = Progress::new("migrate", None);
-    let (tally, verified) = migrate(&*ctx.store, &*target, &users, &progress).await?;
+    let (tally, verified) = migrate(&*source, &*target, &users, &progress).await?;
     progress.finish();
     if args.json {
         return print_json(

@@ -34,7 +34,9 @@ fn check(name: &'static str, result: Result<String, String>) -> Check {
 }
 
 /// Runs every check that the configuration allows; a failed step skips those after it
-/// that need it.
+/// that need it. Read-only: a SQLite store that does not exist yet is reported, not
+/// created. Only the embedder in effect is named (the one the server would use with
+/// this store), and only once it could be built.
 pub async fn run_checks(online: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     let config = match ServerConfig::from_env() {
@@ -47,10 +49,9 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
     checks.push(check(
         "configuration",
         Ok(format!(
-            "user {:?}, tier {}, embedder {}",
+            "user {:?}, tier {}",
             config.user_id,
-            config.tier.as_str(),
-            config.providers.embedding_signature()
+            config.tier.as_str()
         )),
     ));
     if config.providers.embed_provider == EmbedProviderKind::Local {
@@ -76,51 +77,89 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
             },
         ));
     }
-    let store = match open_store(&config.storage).await {
-        Ok(store) => {
-            let place = match &config.storage {
-                Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
-                Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
-            };
-            checks.push(check("store", Ok(format!("{place} reachable"))));
-            store
+    let store = match &config.storage {
+        // Opening creates the file: a check must not.
+        Storage::Sqlite(c) if matches!(c.path.try_exists(), Ok(false)) => {
+            checks.push(check(
+                "store",
+                Ok(format!(
+                    "no store yet: SQLite {} does not exist; the first memory creates it",
+                    c.path.display()
+                )),
+            ));
+            None
         }
-        Err(e) => {
-            checks.push(check("store", Err(e.to_string())));
-            return checks;
-        }
+        storage => match open_store(storage).await {
+            Ok(store) => {
+                let place = match storage {
+                    Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
+                    Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
+                };
+                checks.push(check("store", Ok(format!("{place} reachable"))));
+                Some(store)
+            }
+            Err(e) => {
+                checks.push(check("store", Err(e.to_string())));
+                return checks;
+            }
+        },
     };
     if let Storage::Postgres(c) = &config.storage {
         checks.push(check("pgvector", pgvector_version(c).await));
     }
     // As the server would: a store written by the local model keeps it.
-    let providers = match honour_store(&config.providers, &*store).await {
-        Ok(p) => p,
-        Err(e) => {
-            checks.push(check("signature", Err(e.to_string())));
-            return checks;
-        }
+    let providers = match &store {
+        Some(store) => match honour_store(&config.providers, &**store).await {
+            Ok(p) => p,
+            Err(e) => {
+                checks.push(check("signature", Err(e.to_string())));
+                return checks;
+            }
+        },
+        None => config.providers.clone(),
     };
-    let configured = providers.embedding_signature();
+    let embedder = providers.build_embedder_async().await;
+    // What the embedder in effect writes; unknown while it cannot be built.
+    let configured = embedder.as_ref().ok().map(|e| e.embedding_signature());
+    let stored = match &store {
+        Some(store) => store.signature().await.map_err(|e| e.to_string()),
+        None => Ok(None),
+    };
     checks.push(check(
         "signature",
-        match store.signature().await {
-            Ok(None) => Ok(format!(
+        match (stored, configured) {
+            (Ok(None), Some(configured)) => Ok(format!(
                 "empty store; the first memory records {configured}"
             )),
-            Ok(Some(stored)) if stored == configured => Ok(format!("{stored} matches")),
-            Ok(Some(stored)) => {
+            (Ok(None), None) => Ok("empty store".to_owned()),
+            (Ok(Some(stored)), Some(configured)) if stored == configured => {
+                Ok(format!("{stored} matches"))
+            }
+            (Ok(Some(stored)), Some(configured)) => {
                 Err(AdminError::SignatureMismatch { stored, configured }.to_string())
             }
-            Err(e) => Err(e.to_string()),
+            (Ok(Some(stored)), None) => Ok(format!(
+                "the store holds vectors of {stored}; no embedder to compare (see below)"
+            )),
+            (Err(e), _) => Err(e),
         },
     ));
-    let embedder = providers.build_embedder_async().await;
     checks.push(check(
         "embedder",
         embedder
             .as_ref()
-            .map(|e| format!("{} ready", e.name()))
+            .map(|e| {
+                let name = e.name();
+                match matches!(name, "local" | "fake") || online {
+                    // In process: built means it embeds.
+                    true => format!("{name}, {} ready", e.embedding_signature()),
+                    false => format!(
+                        "{name}, {}: configured, not called (its key and network are only \
+                         tried by `cortex doctor --online`)",
+                        e.embedding_signature()
+                    ),
+                }
+            })
             .map_err(|e| e.to_string()),
     ));
     if online && let Ok(embedder) = embedder {

@@ -12,12 +12,14 @@ pub mod progress;
 pub mod reembed;
 pub mod summary;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cortex_core::TransferStore;
 use cortex_mcp::engine::{honour_store, open_store};
-use cortex_mcp::{Engine, ServerConfig, Storage, build_engine};
+use cortex_mcp::{Engine, ServerConfig, Storage, StoreSettings, build_engine};
 use cortex_postgres::PostgresConfig;
+use cortex_postgres::config::redact_url;
 use cortex_sqlite::SqliteConfig;
 
 pub use error::AdminError;
@@ -40,9 +42,7 @@ impl Context {
 
     /// The user a command runs as: `--user`, else the server's.
     pub fn user(&self, flag: Option<&str>) -> Result<String, AdminError> {
-        let user = flag.unwrap_or(&self.config.user_id).to_owned();
-        cortex_core::memory::validate_user(&user)?;
-        Ok(user)
+        user_or(flag, &self.config.user_id)
     }
 
     /// The engine the server would build (embedder, layers), over the same store.
@@ -59,21 +59,166 @@ impl Context {
     }
 }
 
-/// The storage `--to` names: a postgres URL (the other `CORTEX_PG_*` settings from the
-/// environment) or a SQLite file path.
+/// The store alone, for the commands that never embed or generate (stats, list, export,
+/// migrate): only the storage and user settings are read, so a bad or missing embedder
+/// or layer setting does not stop them.
+#[derive(Debug)]
+pub struct StoreContext {
+    pub settings: StoreSettings,
+    pub store: Arc<dyn TransferStore>,
+}
+
+impl StoreContext {
+    /// Reads the storage and user settings as the server does and opens the store.
+    pub async fn open() -> Result<Self, AdminError> {
+        let settings = StoreSettings::from_env()?;
+        let store = open_store(&settings.storage).await?;
+        Ok(Self { settings, store })
+    }
+
+    /// The user a command runs as: `--user`, else the server's.
+    pub fn user(&self, flag: Option<&str>) -> Result<String, AdminError> {
+        user_or(flag, &self.settings.user_id)
+    }
+}
+
+fn user_or(flag: Option<&str>, configured: &str) -> Result<String, AdminError> {
+    let user = flag.unwrap_or(configured).to_owned();
+    cortex_core::memory::validate_user(&user)?;
+    Ok(user)
+}
+
+/// The storage `--to` names, which must be what it claims: a `postgres://` or
+/// `postgresql://` URL that parses and names a host (the other `CORTEX_PG_*` settings
+/// from the environment), or a SQLite file path that does not look like a URL. Anything
+/// else (another scheme, a postgres URL missing its `//` or its colon, one that does not
+/// parse) is refused here, before anything is opened or created.
 pub fn storage_of(target: &str) -> Result<Storage, AdminError> {
+    const EXPECTED: &str = "give a postgres:// (or postgresql://) URL, or a SQLite file path";
     let target = target.trim();
-    if target.starts_with("postgres://") || target.starts_with("postgresql://") {
-        let config = PostgresConfig::from_lookup(|name| match name {
-            "CORTEX_DATABASE_URL" => Some(target.to_owned()),
-            other => std::env::var(other).ok(),
-        })?;
-        return Ok(Storage::Postgres(config));
-    }
     if target.is_empty() {
-        return Err(AdminError::Usage(
-            "--to needs a postgres:// URL or a SQLite file path".into(),
-        ));
+        return Err(AdminError::Usage(format!("--to is empty; {EXPECTED}")));
     }
-    Ok(Storage::Sqlite(SqliteConfig::new(target)))
+    let shown = redact_url(target);
+    match url_scheme(target) {
+        Some(scheme)
+            if scheme.eq_ignore_ascii_case("postgres")
+                || scheme.eq_ignore_ascii_case("postgresql") =>
+        {
+            let scheme = scheme.to_ascii_lowercase();
+            let Some(rest) = target[scheme.len() + 1..].strip_prefix("//") else {
+                return Err(AdminError::Usage(format!(
+                    "--to {shown} is not a valid PostgreSQL URL: write \
+                     {scheme}://user@host:port/database"
+                )));
+            };
+            // The driver reads the scheme in lower case only.
+            let url = format!("{scheme}://{rest}");
+            let config = PostgresConfig::from_lookup(|name| match name {
+                "CORTEX_DATABASE_URL" => Some(url.clone()),
+                other => std::env::var(other).ok(),
+            })?;
+            config.check_url("--to").map_err(|e| match e {
+                cortex_core::StoreError::Config(message) => AdminError::Usage(message),
+                other => AdminError::Store(other),
+            })?;
+            Ok(Storage::Postgres(config))
+        }
+        Some(scheme) => Err(AdminError::Usage(format!(
+            "--to {shown} is a {scheme}: URL; cortex migrates into PostgreSQL or SQLite only: \
+             {EXPECTED} (a file whose name starts with a word and a colon needs ./ in front)"
+        ))),
+        None if target.contains("://") => Err(AdminError::Usage(format!(
+            "--to {shown} looks like a URL but has no valid scheme; {EXPECTED}"
+        ))),
+        None if missing_colon(target) => Err(AdminError::Usage(format!(
+            "--to {shown} looks like a PostgreSQL URL without its colon: write \
+             postgres://user@host:port/database (a SQLite file path needs no double slash)"
+        ))),
+        None => Ok(Storage::Sqlite(SqliteConfig::new(target))),
+    }
+}
+
+/// The scheme of `text` when it starts like a URL (RFC 3986: a letter, then letters,
+/// digits, `+`, `-` or `.`, then a colon). One letter is not taken for a scheme: it would
+/// be a Windows drive (`C:`).
+fn url_scheme(text: &str) -> Option<&str> {
+    let (head, _) = text.split_once(':')?;
+    let mut chars = head.chars();
+    let first = chars.next()?;
+    (head.len() >= 2
+        && first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(head)
+}
+
+/// `postgres//host/db`: a PostgreSQL URL whose colon was lost.
+fn missing_colon(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    lower.starts_with("postgres//") || lower.starts_with("postgresql//")
+}
+
+/// Refuses a migration whose destination is its source: the same SQLite file however the
+/// path is spelled (symlinks, `..`, relative), or the same Postgres database and schema.
+pub fn check_not_itself(source: &Storage, target: &Storage) -> Result<(), AdminError> {
+    let same = match (source, target) {
+        (Storage::Sqlite(a), Storage::Sqlite(b)) => {
+            file_identity(&a.path) == file_identity(&b.path)
+        }
+        (Storage::Postgres(a), Storage::Postgres(b)) => a.same_store(b)?,
+        _ => false,
+    };
+    match same {
+        true => Err(AdminError::Usage(match source {
+            Storage::Sqlite(c) => format!(
+                "--to names the store being migrated, {}, itself; give another file",
+                c.path.display()
+            ),
+            Storage::Postgres(c) => format!(
+                "--to names the store being migrated, schema {} of the same database, itself; \
+                 give another database",
+                c.schema_name()
+            ),
+        })),
+        false => Ok(()),
+    }
+}
+
+/// The path a file is known by: its real path when it exists, else its directory's real
+/// path and its name (else the path made absolute).
+fn file_identity(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|dir| dir.join(name))
+            .unwrap_or(absolute.clone()),
+        _ => absolute,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes_are_told_from_paths() {
+        for (text, scheme) in [
+            ("mysql://x@y/z", Some("mysql")),
+            ("postgresql:/bad", Some("postgresql")),
+            ("file:a.db", Some("file")),
+            ("a+b.c-d:x", Some("a+b.c-d")),
+            ("C:\\data\\a.db", None),
+            ("./a:b.db", None),
+            ("/tmp/a:b.db", None),
+            ("a.db", None),
+            ("2x:y", None),
+        ] {
+            assert_eq!(url_scheme(text), scheme, "{text}");
+        }
+        assert!(missing_colon("Postgres//h/db"));
+        assert!(!missing_colon("postgres/h.db"));
+    }
 }

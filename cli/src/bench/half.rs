@@ -1,12 +1,7 @@
 //! The two halves of a dev set: retrieval choices are made on the tuning half, and the
 //! held-out half says whether they hold on questions they were not chosen on.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-
 use serde::Serialize;
-
-use crate::bench::report::{Averaged, MetricMap};
 
 /// Which half a question is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -31,28 +26,6 @@ impl Half {
         match self {
             Half::Tuning => "tuning",
             Half::HeldOut => "held-out",
-        }
-    }
-}
-
-/// Appends a markdown row per half and retriever (`| retriever | half | n | cells |`),
-/// the tuning half's rows first: `summaries` gives each retriever's averages by half.
-pub fn rows<'a, R: std::fmt::Display + 'a>(
-    out: &mut String,
-    summaries: impl Iterator<Item = (&'a R, &'a BTreeMap<&'static str, Averaged>)> + Clone,
-    cells: impl Fn(&MetricMap) -> String,
-) {
-    for half in [Half::Tuning, Half::HeldOut] {
-        for (retriever, by_half) in summaries.clone() {
-            if let Some(averaged) = by_half.get(half.as_str()) {
-                let _ = writeln!(
-                    out,
-                    "| {retriever} | {} | {} | {} |",
-                    half.as_str(),
-                    averaged.questions,
-                    cells(&averaged.metrics)
-                );
-            }
         }
     }
 }

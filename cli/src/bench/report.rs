@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use crate::bench::backend::BackendKind;
-use crate::bench::half::{self, Half};
+use crate::bench::half::Half;
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::metrics::{KS, Scores, metric_names};
 use crate::bench::qa::QaOutcome;
@@ -340,7 +340,7 @@ pub fn markdown(report: &BenchReport) -> String {
     let header = metric_header();
     let _ = writeln!(out, "| retriever | half | n | {header} |");
     let _ = writeln!(out, "|---|---|---:|{}", "---:|".repeat(KS.len() * 3));
-    half::rows(
+    half_rows(
         &mut out,
         report.retrieval.iter().map(|(r, s)| (r, &s.by_half)),
         metric_cells,
@@ -436,6 +436,28 @@ fn metric_cells(metrics: &MetricMap) -> String {
         })
         .collect::<Vec<_>>()
         .join(" | ")
+}
+
+/// Appends a markdown row per half and retriever (`| retriever | half | n | cells |`),
+/// the tuning half's rows first: `summaries` gives each retriever's averages by half.
+pub fn half_rows<'a, R: std::fmt::Display + 'a>(
+    out: &mut String,
+    summaries: impl Iterator<Item = (&'a R, &'a BTreeMap<&'static str, Averaged>)> + Clone,
+    cells: impl Fn(&MetricMap) -> String,
+) {
+    for half in [Half::Tuning, Half::HeldOut] {
+        for (retriever, by_half) in summaries.clone() {
+            if let Some(averaged) = by_half.get(half.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "| {retriever} | {} | {} | {} |",
+                    half.as_str(),
+                    averaged.questions,
+                    cells(&averaged.metrics)
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

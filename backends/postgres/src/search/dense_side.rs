@@ -9,11 +9,11 @@ use tokio_postgres::Row;
 
 use super::Ranked;
 use super::cte::{Cte, Ctes};
-use super::sql_count;
-use crate::dense::{
+use super::dense_plan::{
     DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
 };
-use crate::schema::Names;
+use super::sql_count;
+use crate::names::Names;
 use crate::sql::{Built, build};
 
 /// The dense side of one query alone, as one statement returning one row: the ranked
@@ -115,7 +115,7 @@ fn hnsw_dense(
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the
 /// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal
 /// distances re-ordered by the core's own cosine (`cortex_unit_dot`, once per distinct
-/// embedding, see [`crate::tie_break`]).
+/// embedding, see [`super::tie_break`]).
 fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool: usize) -> Cte {
     let margin = candidate_margin(query.as_slice().len());
     // Every live memory's distance, once (materialised: read twice below).
@@ -150,7 +150,7 @@ fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool:
     // pgvector's order is the core's; within a run of more than one, only the core's own
     // arithmetic can order them (with real-valued embeddings that is almost never; with
     // tied vectors it is every tie).
-    crate::tie_break::ranked(ctes, names, candidates, query, margin, sql_count(pool))
+    super::tie_break::ranked(ctes, names, candidates, query, margin, sql_count(pool))
 }
 
 /// Every live memory of the user with its pgvector distance to `query`.

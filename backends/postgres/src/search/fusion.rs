@@ -10,12 +10,12 @@ use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
 use super::cte::{Cte, Ctes};
+use super::dense_plan::DensePlan;
 use super::dense_side::dense_ranks;
 use super::sql_count;
 use super::{LexicalSide, Ranked};
 use crate::codec::{memory_at, memory_columns};
-use crate::dense::DensePlan;
-use crate::schema::Names;
+use crate::names::Names;
 use crate::sql::{Built, build, get};
 
 /// Where the fused statement's dense ranks come from.

@@ -7,7 +7,7 @@ use super::bm25;
 use super::cte::{Cte, Ctes};
 use super::sql_count;
 use super::statistics::Statistics;
-use crate::schema::Names;
+use crate::names::Names;
 
 /// A one-term search, read in impact order (`i_cand`: `(seq, score)`).
 ///

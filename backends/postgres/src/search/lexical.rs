@@ -9,14 +9,15 @@ use sea_query::{Expr, Query};
 use tokio_postgres::Row;
 
 use super::Ranked;
-use super::cte::{Cte, Ctes};
+use super::cte::Ctes;
 use super::impact::impact_ordered;
+use super::lexical_path::{LexicalPath, RarestFirstLookups};
+use super::lexical_query::{LexicalQuery, Scored};
 use super::maxscore::maxscore;
-use super::rarest_first::{RarestFirst, two_terms};
+use super::rarest_first::two_terms;
 use super::scores::{grouped_scores, ranked};
-use super::statistics::{Statistics, term_statistics};
-use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
-use crate::schema::Names;
+use super::statistics::term_statistics;
+use crate::names::Names;
 use crate::sql::{Built, build, get};
 
 /// How the BM25 side of several terms prunes (see [`crate::PostgresConfig`]).
@@ -44,30 +45,6 @@ pub(super) const MAX_PRUNED_TERMS: usize = 256;
 /// term (`x + 0` is `x`), so the sums stay the core's bit for bit.
 fn shape_width(terms: usize) -> usize {
     terms.checked_next_power_of_two().unwrap_or(terms)
-}
-
-/// One query's BM25 side as the path builders read it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct LexicalQuery<'a> {
-    pub names: &'a Names,
-    pub user: &'a str,
-    /// The query terms (bound as one array).
-    pub terms: &'a [String],
-    /// How many terms the statement is shaped for (see [`shape_width`]).
-    pub width: usize,
-    pub statistics: Statistics,
-    pub pool: usize,
-    pub budget: i64,
-    pub lookup_cost: u64,
-}
-
-/// What a path of several terms built: the memories' full scores (`seq, score`), the
-/// expression naming the path taken, and the rarest-first path's CTEs when it was built.
-#[derive(Debug)]
-pub(super) struct Scored {
-    pub scored: Cte,
-    pub path: Expr,
-    pub rarest: Option<RarestFirst>,
 }
 
 /// The BM25 side of one query (`terms`, in their given order; none: no statement), as one

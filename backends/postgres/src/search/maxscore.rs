@@ -14,15 +14,15 @@ use sea_query::{Asterisk, Expr, JoinType, Order, Query, SelectStatement, TableRe
 
 use super::bm25;
 use super::cte::{Cte, Ctes};
-use super::lexical::{LexicalQuery, Scored};
-use super::rarest_first::{RarestFirst, rarest_first};
+use super::lexical_path::LexicalPath;
+use super::lexical_query::{LexicalQuery, RarestFirst, Scored};
+use super::rarest_first::rarest_first;
 use super::scores::{
     MAX_UNROLLED_TERMS, every_posting, fold, grouped_scores, per_term_columns, summed_in_order,
     term_scores,
 };
 use super::sql_count;
 use super::statistics::split;
-use crate::lexical_paths::LexicalPath;
 
 /// The CTEs the MaxScore stages hand on.
 #[derive(Debug, Clone, Copy)]

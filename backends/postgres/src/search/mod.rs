@@ -8,9 +8,9 @@
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
 //! the core's expression by expression, in float8 with every literal and parameter cast:
 //!
-//! - dense: candidates and their order by pgvector's `<=>` (see [`crate::dense`]), with
+//! - dense: candidates and their order by pgvector's `<=>` (see [`dense_plan`]), with
 //!   every run of near-equal distances re-ordered by the core's own cosine
-//!   (`cortex_unit_dot`, once per distinct embedding, see [`crate::tie_break`]), 1-based,
+//!   (`cortex_unit_dot`, once per distinct embedding, see [`tie_break`]), 1-based,
 //!   ties by insertion sequence (in HNSW mode, which is approximate anyway, by `<=>`
 //!   alone);
 //! - lexical: `bm25_term_score(bm25_idf(N, df), tf, dl, total_len / N)` per matched
@@ -39,22 +39,25 @@
 
 mod bm25;
 mod cte;
+pub(crate) mod dense_plan;
 mod dense_side;
 mod fusion;
 mod impact;
 mod lexical;
+pub(crate) mod lexical_path;
+mod lexical_query;
 mod maxscore;
 mod rarest_first;
 mod scores;
 mod statistics;
 #[cfg(test)]
 mod tests;
+mod tie_break;
 mod transaction;
 
 use cortex_core::StoreError;
 use tokio_postgres::Row;
 
-pub(crate) use cte::{Cte, Ctes};
 pub(crate) use dense_side::{decode_dense, dense};
 pub(crate) use fusion::{DenseSide, decode, fused};
 pub(crate) use lexical::{LexicalSide, Pruning, decode_lexical, lexical};

@@ -8,11 +8,11 @@ use sea_query::{Asterisk, Expr, Order, Query, SelectStatement, TableRef, UnionTy
 use super::bm25;
 use super::cte::{Cte, Ctes};
 use super::impact::impact_scan;
-use super::lexical::{LexicalQuery, Scored};
+use super::lexical_path::LexicalPath;
+use super::lexical_query::{LexicalQuery, RarestFirst, Scored};
 use super::scores::{every_posting, fold};
 use super::sql_count;
-use crate::lexical_paths::LexicalPath;
-use crate::schema::Names;
+use crate::names::Names;
 
 /// The rarest-first lookups' stages, in pools: the best `FIRST_STAGE` pools of candidates,
 /// then the next `SECOND_STAGE` that still reach the first stage's floor, then the rest
@@ -23,43 +23,6 @@ use crate::schema::Names;
 /// to 3.8x or 2.0x the fewest.
 const FIRST_STAGE: usize = 4;
 const SECOND_STAGE: usize = 16;
-
-/// The CTEs of the rarest-first path that the rest of the BM25 side reads.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct RarestFirst {
-    /// `r_gate`: whether the rarest term carries the pool (`ok`).
-    gate: Cte,
-    /// `r_mode`: whether its candidates are looked up (`lookup`) rather than scanned.
-    mode: Cte,
-    /// `r_cand`: the rare term's candidates.
-    candidates: Cte,
-    /// `r_scored` (seq, score): the looked-up candidates' full scores.
-    pub scored: Cte,
-}
-
-impl RarestFirst {
-    /// Whether the path applies.
-    pub(super) fn applies(&self) -> String {
-        format!("COALESCE({}, false)", self.gate.scalar("ok"))
-    }
-
-    /// Whether it scores its candidates by lookups (else every posting is scanned).
-    pub(super) fn looks_up(&self) -> String {
-        format!("COALESCE({}, false)", self.mode.scalar("lookup"))
-    }
-
-    /// The statement's `r_candidates` and `r_looked_up`, counted only where the lookups
-    /// ran: the candidates are then read anyway.
-    pub(super) fn counts(&self) -> (Expr, Expr) {
-        let count = |cte: Cte| {
-            Expr::cust(format!(
-                "CASE WHEN {} THEN (SELECT count(*) FROM {cte}) ELSE 0 END",
-                self.looks_up()
-            ))
-        };
-        (count(self.candidates), count(self.scored))
-    }
-}
 
 /// Two terms: the rarest-first path when the rarer term carries the pool, else every
 /// posting of both (with two terms there is nothing else to prune: a pruned term needs

@@ -7,7 +7,7 @@ use sea_query::{Expr, JoinType, Order, Query, SelectStatement};
 use super::bm25;
 use super::cte::Cte;
 use super::sql_count;
-use crate::schema::Names;
+use crate::names::Names;
 
 /// Above this many query terms the per-memory sum is an ordered aggregate instead of one
 /// column per term (whose expression grows with the terms).

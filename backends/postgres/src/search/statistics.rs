@@ -5,7 +5,7 @@ use sea_query::{Expr, ExprTrait, JoinType, Query};
 
 use super::bm25::{BM25_PARAMS, IDF, saturation};
 use super::cte::{Cte, Ctes};
-use crate::schema::Names;
+use crate::names::Names;
 
 /// Relative (and absolute) widening of the bounds, far above float rounding: a looser
 /// bound only prunes a little less.

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::dense::DensePlan;
-use crate::schema::Names;
+use super::dense_plan::DensePlan;
+use crate::names::Names;
 use crate::search::lexical::MAX_PRUNED_TERMS;
 use crate::search::{self, DenseSide, LexicalSide, Pruning, Ranked};
 

@@ -11,15 +11,15 @@ use futures_util::FutureExt;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
+use super::dense_plan::{self, DensePlan};
+use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::{
     DenseSide, LexicalSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical,
 };
 use crate::config::PostgresConfig;
-use crate::dense::{self as dense_plan, DensePlan};
-use crate::lexical_paths::{LexicalPath, RarestFirstLookups};
+use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
-use crate::schema::Names;
 use crate::sql::{self, Built, get};
 
 /// The BM25 statement's generic plan (see [`Search::run`]), set for its transaction.

@@ -8,9 +8,10 @@ use cortex_core::ProviderUsage;
 use serde::Serialize;
 
 use crate::bench::backend::BackendKind;
-use crate::bench::half::{self, Half};
+use crate::bench::half::Half;
 use crate::bench::locomo::dataset::category_name;
 use crate::bench::locomo::metrics::METRICS;
+use crate::bench::report::half_rows;
 use crate::bench::report::{Averaged, CacheStats, MetricMap, name};
 use crate::bench::retrieve::Retriever;
 
@@ -166,7 +167,7 @@ pub fn markdown(report: &LocomoReport) -> String {
     let rule = "---:|".repeat(METRICS.len());
     let _ = writeln!(out, "| retriever | half | n | {header} |");
     let _ = writeln!(out, "|---|---|---:|{rule}");
-    half::rows(
+    half_rows(
         &mut out,
         report.retrieval.iter().map(|(r, s)| (r, &s.by_half)),
         cells,

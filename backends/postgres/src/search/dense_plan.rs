@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cortex_core::StoreError;
 use tokio_postgres::error::SqlState;
 
+use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
-use crate::schema::Names;
 use crate::sql::get;
 
 /// pgvector's HNSW limit for `halfvec`, the type the index is built over.

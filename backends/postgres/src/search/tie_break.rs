@@ -1,6 +1,6 @@
 //! The exact dense tie-break: the core's own cosine (`cortex_unit_dot`) for candidates
 //! whose pgvector distances lie too close together for pgvector to order them as the core
-//! does (see [`crate::dense`]).
+//! does (see [`super::dense_plan`]).
 //!
 //! `cortex_unit_dot` is a PL/pgSQL loop, about 0.2 ms per call at 384 dimensions: scored
 //! once per tied candidate, 4,600 memories sharing one vector cost 0.6-1 s per search
@@ -16,8 +16,8 @@
 use pgvector::Vector;
 use sea_query::{Expr, JoinType, Order, Query};
 
-use crate::schema::Names;
-use crate::search::{Cte, Ctes};
+use super::cte::{Cte, Ctes};
+use crate::names::Names;
 
 /// Adds the CTEs that rank `candidates` (`seq`, `dist`: the exact-mode candidates, a
 /// superset of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best

@@ -1,0 +1,63 @@
+//! What a store handle can tell about its own searches: which BM25 path each took, the
+//! rarest-first lookups, the parallel searches, and the plans of a search's statements.
+//! Tests, the bench and someone diagnosing a slow recall read these; an application does
+//! not, so they sit behind one handle instead of beside `MemoryStore` on the store.
+
+use cortex_core::embedding::normalized;
+use cortex_core::{SearchRequest, StoreError};
+
+use crate::search::lexical_path::{LexicalPaths, RarestFirstLookups};
+use crate::store::PostgresStore;
+
+/// A store handle's diagnostics (see [`PostgresStore::diagnostics`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Diagnostics<'a> {
+    store: &'a PostgresStore,
+}
+
+impl PostgresStore {
+    /// The diagnostics of this handle's searches.
+    pub fn diagnostics(&self) -> Diagnostics<'_> {
+        Diagnostics { store: self }
+    }
+}
+
+impl Diagnostics<'_> {
+    /// How many searches of this handle took each BM25 path (pruning, see
+    /// `CORTEX_PG_PRUNE_BUDGET`).
+    pub fn lexical_paths(&self) -> LexicalPaths {
+        self.store.path_counters().snapshot()
+    }
+
+    /// How many candidates this handle's rarest-first searches had and how many of them
+    /// they looked up.
+    pub fn rarest_first_lookups(&self) -> RarestFirstLookups {
+        self.store.path_counters().lookups()
+    }
+
+    /// How many of this handle's searches ran their dense side on a second connection,
+    /// beside the BM25 side (see [`crate::PostgresConfig::parallel_search`]).
+    pub fn parallel_searches(&self) -> u64 {
+        self.store.parallel_search_count()
+    }
+
+    /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
+    /// statement with its generic plan, then of the fused one, run with the same settings
+    /// as the search), for diagnosing a slow recall. Always on one connection: the dense
+    /// side is the fused statement's, as when no second connection is free.
+    pub async fn explain_search(
+        &self,
+        user: &str,
+        request: &SearchRequest,
+    ) -> Result<Vec<String>, StoreError> {
+        let Some(signature) = self.store.known_signature().await? else {
+            return Ok(Vec::new());
+        };
+        let plan = self.store.plan(user, signature.dimension).await?;
+        let unit = normalized(&request.embedding);
+        self.store
+            .search_of(plan, user, &unit, request)
+            .explain()
+            .await
+    }
+}
