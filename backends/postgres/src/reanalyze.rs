@@ -30,18 +30,13 @@ pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64
         )
         .await
         .map_err(pg_err)?
-        .map(|row| row.try_get(0))
+        .map(|row| row.try_get("value"))
         .transpose()
         .map_err(pg_err)?;
     if recorded.as_deref() == Some(ANALYZER) {
         return Ok(0);
     }
-    let (memories, postings, terms, users) = (
-        names.q("memories"),
-        names.q("postings"),
-        names.q("terms"),
-        names.q("users"),
-    );
+    let (memories, postings, terms) = (names.q("memories"), names.q("postings"), names.q("terms"));
     // TRUNCATE fires no row or statement DELETE trigger, so `terms` is emptied with it
     // and then rebuilt by the insert trigger, batch by batch.
     tx.batch_execute(&format!("TRUNCATE {postings}, {terms}"))
@@ -63,45 +58,83 @@ pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64
     let mut done = 0u64;
     loop {
         let rows = tx.query(&select, &[&after, &BATCH]).await.map_err(pg_err)?;
-        if rows.is_empty() {
+        let Some(last) = rows.last() else {
             break;
-        }
-        let mut seqs = Vec::with_capacity(rows.len());
-        let mut lens = Vec::with_capacity(rows.len());
-        let (mut p_users, mut p_terms, mut p_seqs, mut p_tfs, mut p_lens) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        };
+        after = last.try_get("seq").map_err(pg_err)?;
+        let mut batch = Batch::default();
         for row in &rows {
-            let seq: i64 = row.try_get(0).map_err(pg_err)?;
-            let user: String = row.try_get(1).map_err(pg_err)?;
-            let content: String = row.try_get(2).map_err(pg_err)?;
-            let superseded: bool = row.try_get(3).map_err(pg_err)?;
-            let doc = DocTerms::of(&content)?;
-            seqs.push(seq);
-            lens.push(doc.len);
-            // Only live memories have postings; a restore re-derives a superseded one's.
-            if !superseded {
-                for (term, tf) in doc.terms.into_iter().zip(doc.tfs) {
-                    p_users.push(user.clone());
-                    p_terms.push(term);
-                    p_seqs.push(seq);
-                    p_tfs.push(tf);
-                    p_lens.push(doc.len);
-                }
-            }
-            after = seq;
+            batch.add(row)?;
         }
-        tx.execute(&set_len, &[&seqs, &lens])
+        tx.execute(&set_len, &[&batch.seqs, &batch.lens])
             .await
             .map_err(pg_err)?;
-        if !p_terms.is_empty() {
-            tx.execute(&insert, &[&p_users, &p_terms, &p_seqs, &p_tfs, &p_lens])
+        let p = &batch.postings;
+        if !p.terms.is_empty() {
+            tx.execute(&insert, &[&p.users, &p.terms, &p.seqs, &p.tfs, &p.lens])
                 .await
                 .map_err(pg_err)?;
         }
         done += rows.len() as u64;
     }
-    // Each user's total length from the new lengths; the generation moves so that any
-    // cache keyed on it is rebuilt.
+    record_totals(tx, names).await?;
+    if done > 0 {
+        tracing::info!(
+            memories = done,
+            from = recorded.as_deref().unwrap_or("(unrecorded)"),
+            to = ANALYZER,
+            "re-derived the BM25 postings for a new analyser"
+        );
+    }
+    Ok(done)
+}
+
+/// One round trip's memories, re-analysed: every memory's new length, and the postings
+/// of the live ones, as the columns the insert binds.
+#[derive(Default)]
+struct Batch {
+    seqs: Vec<i64>,
+    lens: Vec<i32>,
+    postings: Postings,
+}
+
+#[derive(Default)]
+struct Postings {
+    users: Vec<String>,
+    terms: Vec<String>,
+    seqs: Vec<i64>,
+    tfs: Vec<i32>,
+    lens: Vec<i32>,
+}
+
+impl Batch {
+    fn add(&mut self, row: &tokio_postgres::Row) -> Result<(), StoreError> {
+        let seq: i64 = row.try_get("seq").map_err(pg_err)?;
+        let user: String = row.try_get("user_id").map_err(pg_err)?;
+        let content: String = row.try_get("content").map_err(pg_err)?;
+        let superseded: bool = row.try_get("superseded").map_err(pg_err)?;
+        let doc = DocTerms::of(&content)?;
+        self.seqs.push(seq);
+        self.lens.push(doc.len);
+        // Only live memories have postings; a restore re-derives a superseded one's.
+        if !superseded {
+            let p = &mut self.postings;
+            for (term, tf) in doc.terms.into_iter().zip(doc.tfs) {
+                p.users.push(user.clone());
+                p.terms.push(term);
+                p.seqs.push(seq);
+                p.tfs.push(tf);
+                p.lens.push(doc.len);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// After a rebuild: each user's total length from the new lengths, the generation moved
+/// so that any cache keyed on it is rebuilt, and this build's analyser recorded.
+async fn record_totals(tx: &Transaction<'_>, names: &Names) -> Result<(), StoreError> {
+    let (memories, users, meta) = (names.q("memories"), names.q("users"), names.q("meta"));
     tx.execute(
         &format!(
             "UPDATE {users} u SET generation = u.generation + 1,
@@ -121,13 +154,5 @@ pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64
     )
     .await
     .map_err(pg_err)?;
-    if done > 0 {
-        tracing::info!(
-            memories = done,
-            from = recorded.as_deref().unwrap_or("(unrecorded)"),
-            to = ANALYZER,
-            "re-derived the BM25 postings for a new analyser"
-        );
-    }
-    Ok(done)
+    Ok(())
 }
