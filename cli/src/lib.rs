@@ -5,7 +5,7 @@
 //! public so tests and other tools can drive them without the binary.
 //!
 //! The administration commands read the environment and open the store through
-//! `cortex_mcp` (`ServerConfig`, `open_store`, `build_engine`), so they act on exactly the
+//! `cortex_app` (`ServerConfig`, `open_store`, `build_engine`), so they act on exactly the
 //! store and embedder the server would.
 
 pub mod admin;

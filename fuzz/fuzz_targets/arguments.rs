@@ -5,6 +5,7 @@
 
 #![no_main]
 
+use cortex_app::dates::parse_instant;
 use cortex_core::memory::{
     DEFAULT_MAX_CONTENT_BYTES, MAX_TAG_CHARS, MAX_TAGS, normalize_tags, validate_content,
 };
@@ -13,7 +14,6 @@ use cortex_mcp::args::{
     ForgetArgs, ListMemoriesArgs, MemorizeArgs, RecallAboutArgs, RecallArgs, RecallTimelineArgs,
     clamp_limit,
 };
-use cortex_mcp::dates::parse_instant;
 use cortex_mcp::inbound::{Rejection, Screened, lenient_id, screen};
 use libfuzzer_sys::fuzz_target;
 use serde::Deserialize;

@@ -1,12 +1,12 @@
-//! The date arguments of `recall_timeline` (mcp/src/dates.rs) and the event times models
+//! The date arguments of `recall_timeline` (app/src/dates.rs) and the event times models
 //! write (core/src/reader/extraction.rs). Nothing may panic, and a date that parses comes
 //! back as the same instant from its RFC 3339 form.
 
 #![no_main]
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use cortex_app::dates::{format_instant, parse_instant};
 use cortex_core::reader::extraction::parse_event_time;
-use cortex_mcp::dates::{format_instant, parse_instant};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

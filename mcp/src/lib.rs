@@ -8,10 +8,10 @@
 //! tool result with `isError: true` and an actionable message ([`ToolError`]).
 //! `docs/CONFIGURATION.md` shows how to run it and configure MCP hosts.
 
+pub use cortex_app::{config, dates};
+
 pub mod args;
 pub mod auth;
-pub mod config;
-pub mod dates;
 pub mod engine;
 pub mod error;
 pub mod hosts;

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 
+use cortex_app::dates::parse_instant;
+use cortex_app::engine::open_store;
 use cortex_core::{Memory, MemoryKind, StoredMemory};
-use cortex_mcp::dates::parse_instant;
-use cortex_mcp::engine::open_store;
 use serde::Serialize;
 use serde_json::json;
 
@@ -229,7 +229,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
         ..Stats::default()
     };
     (stats.store, stats.store_bytes) = match &ctx.settings.storage {
-        cortex_mcp::Storage::Sqlite(c) => {
+        cortex_app::Storage::Sqlite(c) => {
             let size = |suffix: &str| {
                 let mut path = c.path.clone().into_os_string();
                 path.push(suffix);
@@ -240,7 +240,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
                 Some(size("") + size("-wal")),
             )
         }
-        cortex_mcp::Storage::Postgres(c) => (
+        cortex_app::Storage::Postgres(c) => (
             format!("postgres schema {}", c.schema_name()),
             postgres_schema_bytes(c).await,
         ),
@@ -429,7 +429,7 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
 pub async fn migrate_cmd(args: MigrateArgs) -> Result<(), AdminError> {
     // The destination is checked before either store is opened: a refused one creates
     // nothing.
-    let settings = cortex_mcp::StoreSettings::from_env()?;
+    let settings = cortex_app::StoreSettings::from_env()?;
     let destination = storage_of(&args.to)?;
     check_not_itself(&settings.storage, &destination)?;
     let source = open_store(&settings.storage).await?;

@@ -1,8 +1,8 @@
 //! `cortex doctor`: what is configured, whether it works, and what to fix.
 
+use cortex_app::engine::{honour_store, open_store};
+use cortex_app::{ServerConfig, Storage};
 use cortex_core::EmbedTask;
-use cortex_mcp::engine::{honour_store, open_store};
-use cortex_mcp::{ServerConfig, Storage};
 use cortex_postgres::PostgresStore;
 use cortex_providers::EmbedProviderKind;
 use serde::Serialize;

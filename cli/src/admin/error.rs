@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use cortex_app::config::ConfigError;
+use cortex_app::engine::EngineError;
 use cortex_core::{CortexError, EmbeddingSignature, ProviderError, StoreError};
-use cortex_mcp::config::ConfigError;
-use cortex_mcp::engine::EngineError;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -15,9 +15,9 @@ pub mod summary;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use cortex_app::engine::{honour_store, open_store};
+use cortex_app::{Engine, ServerConfig, Storage, StoreSettings, build_engine};
 use cortex_core::TransferStore;
-use cortex_mcp::engine::{honour_store, open_store};
-use cortex_mcp::{Engine, ServerConfig, Storage, StoreSettings, build_engine};
 use cortex_postgres::PostgresConfig;
 use cortex_postgres::config::redact_url;
 use cortex_sqlite::SqliteConfig;

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use cortex_app::{ServerConfig, build_engine};
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
 use cortex_core::{EnrichmentStore, MemoryId, MemoryKind};
-use cortex_mcp::{ServerConfig, build_engine};
 use serde_json::Value;
 
 /// A command's environment: nothing else reaches the binary.
@@ -203,7 +203,7 @@ pub async fn seed(env: &Env) -> Seeded {
         ids.push(done.memory.id);
     }
     // The layers' records are written straight to the store, as an extraction would.
-    let store = cortex_mcp::engine::open_store(&config.storage)
+    let store = cortex_app::engine::open_store(&config.storage)
         .await
         .unwrap();
     let now = cortex_core::memory::now();

@@ -1,0 +1,145 @@
+//! Wiring the engine from configuration: the store the settings name (opened and
+//! migrated), the providers (honouring the store's own embedder), the layers, the engine.
+//! Both applications build through here: the MCP server (lazily, on its first tool call)
+//! and the `cortex` command.
+
+use std::sync::Arc;
+
+use cortex_core::{
+    CortexMemory, EngineConfig, MemoryStore, ProviderError, StoreError, TransferStore,
+};
+use cortex_postgres::PostgresStore;
+use cortex_providers::{HttpReranker, ProviderConfig};
+use cortex_sqlite::SqliteStore;
+
+use crate::config::{ConfigError, ServerConfig, Storage};
+
+/// A built engine plus the per-server settings every tool call needs.
+#[derive(Debug)]
+pub struct Engine {
+    pub memory: Arc<CortexMemory>,
+    /// The user every call reads and writes as (`CORTEX_USER_ID`).
+    pub user_id: String,
+    /// Default limit for recall, list and the keyed reads (`CORTEX_TOP_K`).
+    pub top_k: usize,
+}
+
+/// Why the engine could not be built; the message says which setting to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot open the memory store: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot set up the model provider: {0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Reads the environment and builds the engine it describes.
+pub async fn build_engine_from_env() -> Result<Engine, EngineError> {
+    let config = ServerConfig::from_env()?;
+    build_engine(&config).await
+}
+
+/// The provider settings to use with `store`: the configured ones, except that with no
+/// `CORTEX_EMBED_PROVIDER` a store whose vectors come from the local model keeps the local
+/// model even when a key would make another provider the default.
+pub async fn honour_store(
+    providers: &ProviderConfig,
+    store: &dyn MemoryStore,
+) -> Result<ProviderConfig, EngineError> {
+    if let Some(local) = providers.local_alternative()
+        && store.signature().await? == Some(local.embedding_signature())
+    {
+        tracing::info!(
+            embedder = %local.embedding_signature(),
+            "the store was written by the local model: keeping it (set CORTEX_EMBED_PROVIDER \
+             to choose another and run `cortex reembed`)"
+        );
+        return Ok(local);
+    }
+    Ok(providers.clone())
+}
+
+/// Builds the store, the embedder and the engine `config` describes.
+pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> {
+    // The embedder first: it is the step most likely to fail (a missing key), and it
+    // must not leave a database file behind when it does. Only when a local model could
+    // be the store's own embedder is the store read first.
+    let (store, providers) = match config.providers.local_alternative() {
+        Some(_) => {
+            let store = open_store(&config.storage).await?;
+            let providers = honour_store(&config.providers, &*store).await?;
+            (Some(store), providers)
+        }
+        None => (None, config.providers.clone()),
+    };
+    let embedder = providers.build_embedder_async().await?;
+    let generator = providers.build_llm_async().await?;
+    let reranker = config.reranker.clone().map(HttpReranker::new).transpose()?;
+    let store = match store {
+        Some(store) => store,
+        None => open_store(&config.storage).await?,
+    };
+    let engine_config = EngineConfig {
+        layers: config.layers,
+        ..EngineConfig::default()
+    }
+    .with_tier(config.tier);
+    let mut memory = CortexMemory::with_config(store.clone(), embedder, engine_config);
+    // The layers' records are reachable only when a layer keeps them; recall never is.
+    if config.layers.episodic || config.layers.graph {
+        memory = memory.with_enrichment(store);
+    }
+    if let Some(generator) = generator {
+        memory = memory.with_llm(generator);
+    }
+    if let Some(reranker) = reranker {
+        memory = memory.with_reranker(Arc::new(reranker));
+    }
+    tracing::info!(
+        user = %config.user_id,
+        tier = config.tier.as_str(),
+        episodic = config.layers.episodic,
+        graph = config.layers.graph,
+        dedup = config.layers.dedup,
+        soft_update = config.layers.soft_update,
+        embedder = %providers.embedding_signature(),
+        reranker = config.reranker.as_ref().map(|r| r.model.as_str()),
+        "engine ready"
+    );
+    Ok(Engine {
+        memory: Arc::new(memory),
+        user_id: config.user_id.clone(),
+        top_k: config.top_k,
+    })
+}
+
+/// Opens (creating or migrating) the store `storage` names. The administration commands
+/// use it too, so they read and write exactly where the server does.
+pub async fn open_store(storage: &Storage) -> Result<Arc<dyn TransferStore>, EngineError> {
+    match storage {
+        Storage::Sqlite(sqlite) => {
+            let sqlite = sqlite.clone();
+            // Opening creates the file and migrates the schema: blocking work.
+            let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(&sqlite))
+                .await
+                .map_err(|e| StoreError::backend("sqlite", e))??;
+            tracing::info!(path = %store.path().display(), "using SQLite");
+            Ok(Arc::new(store))
+        }
+        Storage::Postgres(pg) => {
+            let store = PostgresStore::connect(pg.clone()).await?;
+            tracing::info!(
+                schema = pg.schema_name(),
+                dense_mode = pg.dense_mode.as_str(),
+                pushdown = pg.pushdown,
+                "using PostgreSQL"
+            );
+            Ok(Arc::new(store))
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! One place that wires a Cortex application: the configuration read from the
+//! environment ([`ServerConfig`], every variable in [`ENV_VARS`]), the store it names
+//! ([`open_store`]) and the engine over it ([`build_engine`]). The MCP server and the
+//! `cortex` command both build through here, so an admin command acts on exactly the store
+//! and embedder the server would, and neither application depends on the other.
+
+pub mod config;
+pub mod dates;
+pub mod engine;
+
+pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, StoreSettings};
+pub use engine::{
+    Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_store,
+};
