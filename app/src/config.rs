@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use cortex_core::memory::validate_user;
+use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError, Tier};
 use cortex_postgres::PostgresConfig;
 use cortex_providers::{LlmProviderKind, ProviderConfig, RerankConfig};
@@ -290,17 +291,13 @@ impl ServerConfig {
     }
 }
 
-/// `1/true/yes/on` or `0/false/no/off`, any case.
+/// A switch (see [`cortex_core::setting::parse_switch`]).
 pub fn parse_bool(variable: &'static str, text: &str) -> Result<bool, ConfigError> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(ConfigError::Invalid {
-            variable,
-            value: text.to_owned(),
-            expected: "use 1, true or yes to enable, 0, false or no to disable".into(),
-        }),
-    }
+    parse_switch(text).ok_or_else(|| ConfigError::Invalid {
+        variable,
+        value: text.to_owned(),
+        expected: format!("use {SWITCH_WORDS}"),
+    })
 }
 
 /// MCP hosts pass `env` values verbatim, without a shell to expand `~`; doing it here lets

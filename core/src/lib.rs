@@ -22,6 +22,7 @@ pub mod provider;
 pub mod reader;
 pub mod records;
 pub mod reranker;
+pub mod setting;
 pub mod signature;
 pub mod store;
 pub mod tokenizer;

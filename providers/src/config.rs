@@ -11,6 +11,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 use cortex_core::{EmbeddingSignature, LLMProvider, ProviderError};
 
 use crate::anthropic::{
@@ -589,13 +590,11 @@ where
 }
 
 fn parse_bool(name: &str, text: &str) -> Result<bool, ProviderError> {
-    match text.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(ProviderError::Config(format!(
-            "{name}={text:?} is not a boolean; use true or false"
-        ))),
-    }
+    parse_switch(text).ok_or_else(|| {
+        ProviderError::Config(format!(
+            "{name}={text:?} is not a switch; use {SWITCH_WORDS}"
+        ))
+    })
 }
 
 #[cfg(test)]

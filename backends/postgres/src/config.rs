@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use cortex_core::StoreError;
+use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 
 use crate::error::Server;
 
@@ -202,13 +203,11 @@ impl PostgresConfig {
 }
 
 fn parse_flag(variable: &str, value: &str) -> Result<bool, StoreError> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        other => Err(StoreError::Config(format!(
-            "{variable} must be 1 or 0; got {other:?}"
-        ))),
-    }
+    parse_switch(value).ok_or_else(|| {
+        StoreError::Config(format!(
+            "{variable}={value:?} is not a switch; use {SWITCH_WORDS}"
+        ))
+    })
 }
 
 fn parse_number<T: FromStr>(variable: &str, value: &str) -> Result<T, StoreError> {
