@@ -251,7 +251,7 @@ impl ServerConfig {
         let storage = read_storage(&var)?;
 
         let providers = ProviderConfig::from_env_map(get)?;
-        if providers.llm_provider == LlmProviderKind::None {
+        if providers.llm.provider == LlmProviderKind::None {
             // The engine would skip these layers without a model and only count failures;
             // an agent relying on them would get empty timelines and dossiers with no
             // hint why. Refusing says what to set.
@@ -519,7 +519,7 @@ mod tests {
             ("GEMINI_API_KEY", "sk-very-secret"),
         ])
         .unwrap();
-        assert_eq!(c.providers.embed_dimension, 64);
+        assert_eq!(c.providers.embed.dimension, 64);
         assert!(!format!("{c:?}").contains("sk-very-secret"));
         let err = config(&[("CORTEX_EMBED_PROVIDER", "nope")]).unwrap_err();
         assert!(err.to_string().contains("CORTEX_EMBED_PROVIDER"), "{err}");

@@ -110,36 +110,60 @@ impl FromStr for LlmProviderKind {
     }
 }
 
-/// The resolved provider settings. `Debug` shows keys as `***`.
+/// The resolved provider settings: the embedder, the generation model, and each hosted
+/// service's key and address (a new service is one more [`Service`] here, read in
+/// [`ProviderConfig::from_env_map`], and its arms in the two builders). `Debug` shows keys
+/// as `***`.
 #[derive(Debug, Clone)]
 pub struct ProviderConfig {
-    pub embed_provider: EmbedProviderKind,
-    /// Whether `CORTEX_EMBED_PROVIDER` chose the embedder (rather than the default
-    /// rule), so a failure can say which variables would have chosen one.
-    pub embed_provider_explicit: bool,
-    pub embed_model: String,
-    pub embed_dimension: usize,
-    /// Send the dimension to the API (OpenAI `dimensions`); set when
-    /// `CORTEX_EMBED_DIM` asks for a size other than the model's native one.
-    /// Gemini always sends `outputDimensionality`.
-    pub send_dimensions: bool,
-    pub llm_provider: LlmProviderKind,
-    pub llm_model: String,
-    pub gemini_key: Option<ApiKey>,
-    pub openai_key: Option<ApiKey>,
-    pub anthropic_key: Option<ApiKey>,
-    pub ollama_key: Option<ApiKey>,
-    pub gemini_base_url: String,
-    pub openai_base_url: String,
-    pub ollama_base_url: String,
-    pub anthropic_base_url: String,
-    pub max_tokens_field: MaxTokensField,
-    pub send_temperature: bool,
+    pub embed: EmbedSettings,
+    pub llm: LlmSettings,
+    /// `GEMINI_API_KEY` (or `GOOGLE_API_KEY`), `CORTEX_GEMINI_BASE_URL`.
+    pub gemini: Service,
+    /// `OPENAI_API_KEY`, `CORTEX_OPENAI_BASE_URL` (any OpenAI-compatible server).
+    pub openai: Service,
+    /// `OLLAMA_API_KEY` (Ollama Cloud only), `CORTEX_OLLAMA_BASE_URL`.
+    pub ollama: Service,
+    /// `ANTHROPIC_API_KEY`, `CORTEX_ANTHROPIC_BASE_URL`.
+    pub anthropic: Service,
     /// SQLite file memoizing every call (`CORTEX_PROVIDER_CACHE`); none by default.
     pub cache_path: Option<PathBuf>,
     pub http: HttpOptions,
     /// The `local` embedder's model and batching (`CORTEX_EMBED_MODEL_PATH`, …).
     pub local: LocalSettings,
+}
+
+/// The embedder (`CORTEX_EMBED_PROVIDER`, `CORTEX_EMBED_MODEL`, `CORTEX_EMBED_DIM`).
+#[derive(Debug, Clone)]
+pub struct EmbedSettings {
+    pub provider: EmbedProviderKind,
+    /// Whether `CORTEX_EMBED_PROVIDER` chose the embedder (rather than the default
+    /// rule), so a failure can say which variables would have chosen one.
+    pub explicit: bool,
+    pub model: String,
+    pub dimension: usize,
+    /// Send the dimension to the API (OpenAI `dimensions`); set when
+    /// `CORTEX_EMBED_DIM` asks for a size other than the model's native one.
+    /// Gemini always sends `outputDimensionality`.
+    pub send_dimensions: bool,
+}
+
+/// The generation model (`CORTEX_LLM_PROVIDER`, `CORTEX_LLM_MODEL`, …).
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    pub provider: LlmProviderKind,
+    pub model: String,
+    /// `CORTEX_LLM_SEND_TEMPERATURE`.
+    pub send_temperature: bool,
+    /// `CORTEX_OPENAI_MAX_TOKENS_FIELD`: which field an OpenAI-compatible server reads.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// One hosted service: its key, if any, and its address.
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub key: Option<ApiKey>,
+    pub base_url: String,
 }
 
 /// Native dimensions of common embedding models, so `CORTEX_EMBED_MODEL` alone is
@@ -232,34 +256,46 @@ impl ProviderConfig {
                 Duration::from_secs(parse_number("CORTEX_PROVIDER_RETRY_BUDGET_SECS", &text)?);
         }
 
+        let service = |key: Option<ApiKey>, url: &str, default: &str| Service {
+            key,
+            base_url: var(url).unwrap_or_else(|| default.into()),
+        };
         Ok(Self {
-            embed_provider,
-            embed_provider_explicit,
-            embed_model,
-            embed_dimension,
-            send_dimensions,
-            llm_provider,
-            llm_model,
-            gemini_key,
-            openai_key: key("OPENAI_API_KEY"),
-            anthropic_key: key("ANTHROPIC_API_KEY"),
-            ollama_key: key("OLLAMA_API_KEY"),
-            gemini_base_url: var("CORTEX_GEMINI_BASE_URL")
-                .unwrap_or_else(|| GEMINI_BASE_URL.into()),
-            openai_base_url: var("CORTEX_OPENAI_BASE_URL")
-                .unwrap_or_else(|| OPENAI_BASE_URL.into()),
-            ollama_base_url: var("CORTEX_OLLAMA_BASE_URL")
-                .unwrap_or_else(|| OLLAMA_BASE_URL.into()),
-            anthropic_base_url: var("CORTEX_ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|| ANTHROPIC_BASE_URL.into()),
-            max_tokens_field: match var("CORTEX_OPENAI_MAX_TOKENS_FIELD") {
-                Some(text) => text.parse()?,
-                None => MaxTokensField::default(),
+            embed: EmbedSettings {
+                provider: embed_provider,
+                explicit: embed_provider_explicit,
+                model: embed_model,
+                dimension: embed_dimension,
+                send_dimensions,
             },
-            send_temperature: match var("CORTEX_LLM_SEND_TEMPERATURE") {
-                Some(text) => parse_bool("CORTEX_LLM_SEND_TEMPERATURE", &text)?,
-                None => true,
+            llm: LlmSettings {
+                provider: llm_provider,
+                model: llm_model,
+                send_temperature: match var("CORTEX_LLM_SEND_TEMPERATURE") {
+                    Some(text) => parse_bool("CORTEX_LLM_SEND_TEMPERATURE", &text)?,
+                    None => true,
+                },
+                max_tokens_field: match var("CORTEX_OPENAI_MAX_TOKENS_FIELD") {
+                    Some(text) => text.parse()?,
+                    None => MaxTokensField::default(),
+                },
             },
+            gemini: service(gemini_key, "CORTEX_GEMINI_BASE_URL", GEMINI_BASE_URL),
+            openai: service(
+                key("OPENAI_API_KEY"),
+                "CORTEX_OPENAI_BASE_URL",
+                OPENAI_BASE_URL,
+            ),
+            ollama: service(
+                key("OLLAMA_API_KEY"),
+                "CORTEX_OLLAMA_BASE_URL",
+                OLLAMA_BASE_URL,
+            ),
+            anthropic: service(
+                key("ANTHROPIC_API_KEY"),
+                "CORTEX_ANTHROPIC_BASE_URL",
+                ANTHROPIC_BASE_URL,
+            ),
             cache_path: var("CORTEX_PROVIDER_CACHE").map(PathBuf::from),
             http,
             local,
@@ -271,8 +307,8 @@ impl ProviderConfig {
     /// the local model keeps it even after a `GEMINI_API_KEY` is added for the optional
     /// layers: the caller compares this signature with the store's.
     pub fn local_alternative(&self) -> Option<ProviderConfig> {
-        if self.embed_provider_explicit
-            || self.embed_provider == EmbedProviderKind::Local
+        if self.embed.explicit
+            || self.embed.provider == EmbedProviderKind::Local
             || !local::AVAILABLE
             || !self.local.has_model()
         {
@@ -281,17 +317,20 @@ impl ProviderConfig {
         let (embed_model, embed_dimension, send_dimensions) =
             embed_model_and_dimension(EmbedProviderKind::Local, None, None, &self.local).ok()?;
         Some(ProviderConfig {
-            embed_provider: EmbedProviderKind::Local,
-            embed_model,
-            embed_dimension,
-            send_dimensions,
+            embed: EmbedSettings {
+                provider: EmbedProviderKind::Local,
+                explicit: self.embed.explicit,
+                model: embed_model,
+                dimension: embed_dimension,
+                send_dimensions,
+            },
             ..self.clone()
         })
     }
 
     /// The signature the configured embedder will report.
     pub fn embedding_signature(&self) -> EmbeddingSignature {
-        EmbeddingSignature::new(self.embed_model.clone(), self.embed_dimension)
+        EmbeddingSignature::new(self.embed.model.clone(), self.embed.dimension)
     }
 
     /// The embedding provider, wrapped in a [`CachingProvider`] when
@@ -300,10 +339,8 @@ impl ProviderConfig {
     /// [`ProviderError::Config`] listing every way to get an embedder when none was
     /// chosen and neither a key nor a local model is there.
     pub fn build_embedder(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
-        let (provider, generation_model) = match self.embed_provider {
-            EmbedProviderKind::Gemini
-                if !self.embed_provider_explicit && self.gemini_key.is_none() =>
-            {
+        let (provider, generation_model) = match self.embed.provider {
+            EmbedProviderKind::Gemini if !self.embed.explicit && self.gemini.key.is_none() => {
                 return Err(no_embedder(&self.local));
             }
             EmbedProviderKind::Gemini => gemini(self.gemini_config()?)?,
@@ -312,7 +349,7 @@ impl ProviderConfig {
             // Never cached: its answers are scripted per test.
             EmbedProviderKind::Fake => {
                 return Ok(Arc::new(
-                    FakeProvider::new(self.embed_dimension).with_model(self.embed_model.clone()),
+                    FakeProvider::new(self.embed.dimension).with_model(self.embed.model.clone()),
                 ));
             }
             EmbedProviderKind::Local => (local_embedder(self)?, String::new()),
@@ -340,17 +377,18 @@ impl ProviderConfig {
     /// The generation provider, `None` for `CORTEX_LLM_PROVIDER=none` (the default);
     /// cached like [`build_embedder`](Self::build_embedder).
     pub fn build_llm(&self) -> Result<Option<Arc<dyn LLMProvider>>, ProviderError> {
-        let (provider, generation_model) = match self.llm_provider {
+        let (provider, generation_model) = match self.llm.provider {
             LlmProviderKind::None => return Ok(None),
             LlmProviderKind::Fake => {
-                return Ok(Some(Arc::new(FakeProvider::new(self.embed_dimension))));
+                return Ok(Some(Arc::new(FakeProvider::new(self.embed.dimension))));
             }
             LlmProviderKind::Gemini => gemini(self.gemini_config()?)?,
             LlmProviderKind::OpenAi => openai(self.openai_config()?)?,
             LlmProviderKind::Ollama => openai(self.ollama_config())?,
             LlmProviderKind::Anthropic => {
                 let api_key = self
-                    .anthropic_key
+                    .anthropic
+                    .key
                     .clone()
                     .ok_or(ProviderError::MissingKey {
                         provider: "anthropic",
@@ -358,9 +396,9 @@ impl ProviderConfig {
                     })?;
                 let provider = AnthropicProvider::new(AnthropicConfig {
                     api_key,
-                    base_url: self.anthropic_base_url.clone(),
-                    generation_model: self.llm_model.clone(),
-                    send_temperature: self.send_temperature,
+                    base_url: self.anthropic.base_url.clone(),
+                    generation_model: self.llm.model.clone(),
+                    send_temperature: self.llm.send_temperature,
                     http: self.http.clone(),
                 })?;
                 let model = provider.generation_model().to_owned();
@@ -389,17 +427,17 @@ impl ProviderConfig {
     }
 
     fn gemini_config(&self) -> Result<GeminiConfig, ProviderError> {
-        let api_key = self.gemini_key.clone().ok_or(ProviderError::MissingKey {
+        let api_key = self.gemini.key.clone().ok_or(ProviderError::MissingKey {
             provider: "gemini",
             variable: "GEMINI_API_KEY",
         })?;
         Ok(GeminiConfig {
             api_key,
-            base_url: self.gemini_base_url.clone(),
+            base_url: self.gemini.base_url.clone(),
             embed_model: self.embed_model_for(EmbedProviderKind::Gemini, GEMINI_EMBED_MODEL),
             dimension: self.embed_dimension_for(EmbedProviderKind::Gemini, GEMINI_EMBED_DIM),
             generation_model: self.llm_model_for(LlmProviderKind::Gemini, GEMINI_LLM_MODEL),
-            send_temperature: self.send_temperature,
+            send_temperature: self.llm.send_temperature,
             http: self.http.clone(),
         })
     }
@@ -407,39 +445,39 @@ impl ProviderConfig {
     fn openai_config(&self) -> Result<OpenAiConfig, ProviderError> {
         // Only OpenAI itself insists on a key; vLLM, llama.cpp and LM Studio behind
         // CORTEX_OPENAI_BASE_URL usually run without one.
-        if self.openai_key.is_none() && is_public_openai(&self.openai_base_url) {
+        if self.openai.key.is_none() && is_public_openai(&self.openai.base_url) {
             return Err(ProviderError::MissingKey {
                 provider: "openai",
                 variable: "OPENAI_API_KEY",
             });
         }
         Ok(OpenAiConfig {
-            base_url: self.openai_base_url.clone(),
+            base_url: self.openai.base_url.clone(),
             embed_model: self.embed_model_for(EmbedProviderKind::OpenAi, OPENAI_EMBED_MODEL),
             dimension: self.embed_dimension_for(EmbedProviderKind::OpenAi, OPENAI_EMBED_DIM),
-            send_dimensions: self.embed_provider == EmbedProviderKind::OpenAi
-                && self.send_dimensions,
+            send_dimensions: self.embed.provider == EmbedProviderKind::OpenAi
+                && self.embed.send_dimensions,
             generation_model: self.llm_model_for(LlmProviderKind::OpenAi, OPENAI_LLM_MODEL),
-            max_tokens_field: self.max_tokens_field,
-            send_temperature: self.send_temperature,
+            max_tokens_field: self.llm.max_tokens_field,
+            send_temperature: self.llm.send_temperature,
             http: self.http.clone(),
-            ..OpenAiConfig::openai(self.openai_key.clone())
+            ..OpenAiConfig::openai(self.openai.key.clone())
         })
     }
 
     fn ollama_config(&self) -> OpenAiConfig {
         OpenAiConfig {
-            base_url: self.ollama_base_url.clone(),
+            base_url: self.ollama.base_url.clone(),
             // Only Ollama Cloud wants a key; a local server ignores it.
-            api_key: self.ollama_key.clone(),
+            api_key: self.ollama.key.clone(),
             embed_model: self.embed_model_for(EmbedProviderKind::Ollama, OLLAMA_EMBED_MODEL),
             dimension: self.embed_dimension_for(EmbedProviderKind::Ollama, OLLAMA_EMBED_DIM),
-            send_dimensions: self.embed_provider == EmbedProviderKind::Ollama
-                && self.send_dimensions,
+            send_dimensions: self.embed.provider == EmbedProviderKind::Ollama
+                && self.embed.send_dimensions,
             generation_model: self.llm_model_for(LlmProviderKind::Ollama, OLLAMA_LLM_MODEL),
             // Ollama silently ignores max_completion_tokens.
             max_tokens_field: MaxTokensField::MaxTokens,
-            send_temperature: self.send_temperature,
+            send_temperature: self.llm.send_temperature,
             http: self.http.clone(),
             ..OpenAiConfig::ollama()
         }
@@ -448,24 +486,24 @@ impl ProviderConfig {
     /// The embedding model when `kind` is the embedder, else the service's default (the
     /// instance built for generation never embeds, but must hold a valid setting).
     fn embed_model_for(&self, kind: EmbedProviderKind, default: &str) -> String {
-        if self.embed_provider == kind {
-            self.embed_model.clone()
+        if self.embed.provider == kind {
+            self.embed.model.clone()
         } else {
             default.to_owned()
         }
     }
 
     fn llm_model_for(&self, kind: LlmProviderKind, default: &str) -> String {
-        if self.llm_provider == kind {
-            self.llm_model.clone()
+        if self.llm.provider == kind {
+            self.llm.model.clone()
         } else {
             default.to_owned()
         }
     }
 
     fn embed_dimension_for(&self, kind: EmbedProviderKind, default: usize) -> usize {
-        if self.embed_provider == kind {
-            self.embed_dimension
+        if self.embed.provider == kind {
+            self.embed.dimension
         } else {
             default
         }
@@ -476,7 +514,7 @@ type Built = (Arc<dyn LLMProvider>, String);
 
 #[cfg(feature = "local")]
 fn local_embedder(config: &ProviderConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
-    let provider = local::build(&config.local, &config.embed_model, config.embed_dimension)?;
+    let provider = local::build(&config.local, &config.embed.model, config.embed.dimension)?;
     Ok(Arc::new(provider))
 }
 

@@ -33,7 +33,9 @@ mod vectors;
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use cache::CachingProvider;
 pub use cache_store::ResponseCache;
-pub use config::{EmbedProviderKind, LlmProviderKind, ProviderConfig};
+pub use config::{
+    EmbedProviderKind, EmbedSettings, LlmProviderKind, LlmSettings, ProviderConfig, Service,
+};
 pub use fake::FakeProvider;
 pub use gemini::{GeminiConfig, GeminiProvider};
 pub use http::HttpOptions;

@@ -54,7 +54,7 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
             config.tier.as_str()
         )),
     ));
-    if config.providers.embed_provider == EmbedProviderKind::Local {
+    if config.providers.embed.provider == EmbedProviderKind::Local {
         let local = &config.providers.local;
         checks.push(check(
             "model files",

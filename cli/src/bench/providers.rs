@@ -72,7 +72,7 @@ impl RunProviders {
         let qa = match qa {
             None => None,
             Some(choice) => {
-                if config.llm_provider == LlmProviderKind::None {
+                if config.llm.provider == LlmProviderKind::None {
                     return Err(BenchError::NoLlm);
                 }
                 let explicit = env("CORTEX_LLM_MODEL").filter(|m| !m.trim().is_empty());
@@ -117,9 +117,9 @@ impl RunProviders {
 
 /// The tier profile names Gemini models; other services keep their configured model.
 fn default_reader_model(config: &ProviderConfig, tier: Tier) -> String {
-    match config.llm_provider {
+    match config.llm.provider {
         LlmProviderKind::Gemini => tier.profile().reader_model.to_owned(),
-        _ => config.llm_model.clone(),
+        _ => config.llm.model.clone(),
     }
 }
 
@@ -128,7 +128,7 @@ async fn build_llm(
     model: &str,
 ) -> Result<Arc<dyn LLMProvider>, BenchError> {
     let mut config = config.clone();
-    config.llm_model = model.to_owned();
+    config.llm.model = model.to_owned();
     config.build_llm_async().await?.ok_or(BenchError::NoLlm)
 }
 

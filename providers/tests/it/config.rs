@@ -20,11 +20,11 @@ fn missing_key(err: ProviderError) -> &'static str {
 #[test]
 fn defaults_are_gemini_embeddings_and_no_generation() {
     let c = config(&[]).unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Gemini);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Gemini);
     assert_eq!(c.embedding_signature().encode(), "gemini-embedding-001@768");
-    assert_eq!(c.llm_provider, LlmProviderKind::None);
-    assert_eq!(c.max_tokens_field, MaxTokensField::MaxTokens);
-    assert!(c.send_temperature);
+    assert_eq!(c.llm.provider, LlmProviderKind::None);
+    assert_eq!(c.llm.max_tokens_field, MaxTokensField::MaxTokens);
+    assert!(c.llm.send_temperature);
     assert!(c.cache_path.is_none());
     assert!(c.build_llm().unwrap().is_none());
 
@@ -118,8 +118,8 @@ fn provider_names_are_case_insensitive() {
         ("CORTEX_LLM_PROVIDER", "NONE"),
     ])
     .unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Ollama);
-    assert_eq!(c.llm_provider, LlmProviderKind::None);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Ollama);
+    assert_eq!(c.llm.provider, LlmProviderKind::None);
 }
 
 #[test]
@@ -130,8 +130,8 @@ fn ollama_needs_no_key_and_has_local_defaults() {
     ])
     .unwrap();
     assert_eq!(c.embedding_signature().encode(), "nomic-embed-text@768");
-    assert_eq!(c.ollama_base_url, "http://localhost:11434/v1");
-    assert_eq!(c.llm_model, "llama3.2");
+    assert_eq!(c.ollama.base_url, "http://localhost:11434/v1");
+    assert_eq!(c.llm.model, "llama3.2");
     assert_eq!(c.build_embedder().unwrap().name(), "ollama");
     assert_eq!(c.build_llm().unwrap().unwrap().name(), "ollama");
 }
@@ -145,7 +145,7 @@ fn openai_compatible_servers_need_no_key() {
         ("CORTEX_EMBED_DIM", "384"),
     ])
     .unwrap();
-    assert!(c.send_dimensions);
+    assert!(c.embed.send_dimensions);
     assert_eq!(
         c.build_embedder().unwrap().embedding_signature().encode(),
         "BAAI/bge-small-en-v1.5@384"
@@ -159,15 +159,15 @@ fn embedding_dimensions() {
         c.embedding_signature().encode(),
         "text-embedding-3-small@1536"
     );
-    assert!(!c.send_dimensions);
+    assert!(!c.embed.send_dimensions);
 
     let c = config(&[
         ("CORTEX_EMBED_PROVIDER", "openai"),
         ("CORTEX_EMBED_DIM", "512"),
     ])
     .unwrap();
-    assert_eq!(c.embed_dimension, 512);
-    assert!(c.send_dimensions);
+    assert_eq!(c.embed.dimension, 512);
+    assert!(c.embed.send_dimensions);
 
     // The native size is not sent: older models refuse `dimensions`.
     let c = config(&[
@@ -176,14 +176,14 @@ fn embedding_dimensions() {
         ("CORTEX_EMBED_DIM", "1536"),
     ])
     .unwrap();
-    assert!(!c.send_dimensions);
+    assert!(!c.embed.send_dimensions);
 
     let c = config(&[
         ("CORTEX_EMBED_PROVIDER", "ollama"),
         ("CORTEX_EMBED_MODEL", "mxbai-embed-large"),
     ])
     .unwrap();
-    assert_eq!(c.embed_dimension, 1024);
+    assert_eq!(c.embed.dimension, 1024);
 
     let err = config(&[
         ("CORTEX_EMBED_PROVIDER", "ollama"),
@@ -237,8 +237,8 @@ fn other_settings_parse_or_fail_clearly() {
         ("CORTEX_PROVIDER_CACHE", "/tmp/cache.sqlite"),
     ])
     .unwrap();
-    assert_eq!(c.max_tokens_field, MaxTokensField::MaxCompletionTokens);
-    assert!(!c.send_temperature);
+    assert_eq!(c.llm.max_tokens_field, MaxTokensField::MaxCompletionTokens);
+    assert!(!c.llm.send_temperature);
     assert_eq!(c.http.timeout.as_secs(), 5);
     assert_eq!(c.http.retry.max_attempts, 2);
     assert_eq!(c.http.retry.max_elapsed.as_secs(), 9);

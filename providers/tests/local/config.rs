@@ -31,7 +31,7 @@ async fn local_is_chosen_by_name_and_reads_its_signature_from_the_model() {
         ("CORTEX_EMBED_MODEL_PATH", path(&model)),
     ])
     .unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Local);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Local);
     assert_eq!(c.embedding_signature().encode(), "tiny-static@3");
     let embedder = c.build_embedder().unwrap();
     assert_eq!(embedder.name(), "local");
@@ -82,7 +82,7 @@ fn the_real_model_is_configured_from_its_directory() {
         ("CORTEX_LOCAL_BATCH_SIZE", "4"),
     ])
     .unwrap();
-    assert_eq!(c.embed_dimension, 384);
+    assert_eq!(c.embed.dimension, 384);
     assert_eq!(c.local.batch_size, 4);
     let embedder = c.build_embedder().unwrap();
     assert_eq!(embedder.embedding_signature().dimension, 384);
@@ -93,8 +93,8 @@ fn without_a_provider_or_key_a_model_path_selects_local() {
     let dir = tempfile::tempdir().unwrap();
     write_static_model(dir.path(), &[]);
     let c = config(&[("CORTEX_EMBED_MODEL_PATH", path(dir.path()))]).unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Local);
-    assert!(!c.embed_provider_explicit);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Local);
+    assert!(!c.embed.explicit);
     assert_eq!(c.build_embedder().unwrap().name(), "local");
 
     // A Gemini key keeps Gemini the default, as it was before.
@@ -103,7 +103,7 @@ fn without_a_provider_or_key_a_model_path_selects_local() {
         ("GOOGLE_API_KEY", "k"),
     ])
     .unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Gemini);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Gemini);
     assert_eq!(c.embedding_signature().encode(), "gemini-embedding-001@768");
 }
 
@@ -111,11 +111,11 @@ fn without_a_provider_or_key_a_model_path_selects_local() {
 fn without_a_provider_or_key_the_default_model_directory_selects_local() {
     let home = tempfile::tempdir().unwrap();
     let c = config(&[("HOME", path(home.path()))]).unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Gemini);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Gemini);
 
     write_static_model(&home.path().join(".cortex/models/all-MiniLM-L6-v2"), &[]);
     let c = config(&[("HOME", path(home.path()))]).unwrap();
-    assert_eq!(c.embed_provider, EmbedProviderKind::Local);
+    assert_eq!(c.embed.provider, EmbedProviderKind::Local);
     assert_eq!(c.embedding_signature().encode(), "all-MiniLM-L6-v2@3");
     assert_eq!(c.build_embedder().unwrap().name(), "local");
 }
