@@ -82,11 +82,20 @@ impl ListWeights {
     }
 
     /// The weights of one query from its lists: the dense cosines and the lexical scores,
-    /// each best first, and the query's [`lexical_bound`].
-    pub fn of_lists(dense: &[f64], lexical: &[f64], bound: f64) -> Self {
-        let lexical_confidence = lexical.first().map_or(0.0, |&s| lexical_share(s, bound));
-        let dense_confidence = match dense {
-            [first, second, ..] => first - second,
+    /// each best first (only the first two and the first are read), and the query's
+    /// [`lexical_bound`].
+    pub fn of_lists(
+        dense: impl IntoIterator<Item = f64>,
+        lexical: impl IntoIterator<Item = f64>,
+        bound: f64,
+    ) -> Self {
+        let lexical_confidence = lexical
+            .into_iter()
+            .next()
+            .map_or(0.0, |s| lexical_share(s, bound));
+        let mut dense = dense.into_iter();
+        let dense_confidence = match (dense.next(), dense.next()) {
+            (Some(first), Some(second)) => first - second,
             _ => 0.0,
         };
         Self::new(lexical_confidence, dense_confidence)
@@ -146,10 +155,10 @@ mod tests {
 
     #[test]
     fn list_weights_read_the_first_of_each_list() {
-        let w = ListWeights::of_lists(&[0.9, 0.5, 0.1], &[2.0, 1.0], 4.0);
+        let w = ListWeights::of_lists([0.9, 0.5, 0.1], [2.0, 1.0], 4.0);
         assert_eq!(w, ListWeights::new(0.5, 0.9 - 0.5));
         assert_eq!(
-            ListWeights::of_lists(&[0.9], &[], 4.0),
+            ListWeights::of_lists([0.9], [], 4.0),
             ListWeights::new(0.0, 0.0)
         );
     }

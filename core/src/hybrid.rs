@@ -56,8 +56,11 @@ fn fuse(
     bound: f64,
     top_k: usize,
 ) -> Vec<ScoredMemory> {
-    let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<f64>>();
-    let weights = ListWeights::of_lists(&scores(dense), &scores(lexical), bound);
+    let weights = ListWeights::of_lists(
+        dense.iter().map(|h| h.score),
+        lexical.iter().map(|h| h.score),
+        bound,
+    );
     // Per row: its dense rank, and its lexical rank with its weighted share; the score is
     // summed dense-then-lexical on every path so equal inputs give bit-equal scores.
     type Lexical = Option<(u32, f64)>;
@@ -167,7 +170,7 @@ mod tests {
             let lexical = index.lexical_search(&terms, MIN_POOL);
             let bound = lexical_bound(index.term_idfs(&terms));
             let scores = |h: &[Hit]| h.iter().map(|h| h.score).collect::<Vec<_>>();
-            let weights = ListWeights::of_lists(&scores(&dense), &scores(&lexical), bound);
+            let weights = ListWeights::of_lists(scores(&dense), scores(&lexical), bound);
             Terms {
                 weights,
                 dense: dense
