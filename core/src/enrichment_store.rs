@@ -82,11 +82,8 @@ impl ExtractionRecords {
                 event.memory_id, self.memory_id
             )));
         }
-        if let Some(e) = self.entities.iter().find(|e| e.keys().is_empty()) {
-            return Err(StoreError::InvalidRecord(format!(
-                "entity {:?} has no usable name",
-                e.name
-            )));
+        for entity in &self.entities {
+            entity.check()?;
         }
         let count = self.entities.len();
         let positions = self

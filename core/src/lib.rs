@@ -20,6 +20,7 @@ pub mod memory;
 pub mod profile;
 pub mod provider;
 pub mod reader;
+pub mod record_tx;
 pub mod records;
 pub mod reranker;
 pub mod setting;
@@ -44,6 +45,7 @@ pub use index::MemoryIndex;
 pub use memory::{Memory, MemoryId, MemoryKind, NewMemory};
 pub use profile::{Profile, Tier};
 pub use provider::{EmbedResult, EmbedTask, GenResult, LLMProvider, TokenUsage};
+pub use record_tx::RecordTx;
 pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::error::StoreError;
 use crate::memory::{Memory, MemoryId};
 
 /// A dated event extracted from a memory (the episodic layer).
@@ -83,6 +84,18 @@ impl EntityUpsert {
             }
         }
         keys
+    }
+
+    /// Refuses an upsert with no usable name: an entity is found and kept by its
+    /// normalised name, and a blank one would key nothing.
+    pub fn check(&self) -> Result<(), StoreError> {
+        match self.keys().is_empty() {
+            true => Err(StoreError::InvalidRecord(format!(
+                "entity {:?} has no usable name",
+                self.name
+            ))),
+            false => Ok(()),
+        }
     }
 }
 

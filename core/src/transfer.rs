@@ -93,6 +93,16 @@ pub enum Imported {
     Present,
 }
 
+impl Imported {
+    /// The outcome of an insert that reports whether it wrote a row.
+    pub fn from_inserted(inserted: bool) -> Self {
+        match inserted {
+            true => Imported::Written,
+            false => Imported::Present,
+        }
+    }
+}
+
 /// An entity's import: what happened, and the id the entity has in this store. The id
 /// differs from the imported one when the store already knew the entity by name under
 /// another id; edges and links that name it are then written against the store's id.
@@ -193,13 +203,22 @@ pub trait TransferStore: MemoryStore + EnrichmentStore {
         Ok(Imported::Written)
     }
 
-    /// Stores an edge unless one with its (source, target, label) is there.
+    /// Stores an edge unless one with its (source, target, label) is there. Its entities,
+    /// and its memory when it names one, must be the user's, even when it is there.
     async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
         let known = self.edges(user, &edge.source).await?;
         if known
             .iter()
             .any(|e| e.source == edge.source && e.target == edge.target && e.label == edge.label)
         {
+            // Its entities are the user's (an edge between them is); its memory need not be.
+            if let Some(memory) = &edge.memory_id
+                && self.get(user, memory).await?.is_none()
+            {
+                return Err(crate::error::StoreError::MissingReference(format!(
+                    "memory {memory}"
+                )));
+            }
             return Ok(Imported::Present);
         }
         self.add_edge(user, edge).await?;

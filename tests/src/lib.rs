@@ -134,6 +134,7 @@ macro_rules! enrichment_suite {
             one_extraction_call_feeds_timeline_and_graph,
             failed_enrichment_never_loses_the_memory,
             layers_never_change_recall,
+            entity_without_a_usable_name_is_refused,
         );
     };
 }
@@ -150,6 +151,9 @@ macro_rules! transfer_suite {
             transfer_entity_known_by_name_keeps_the_stores_id,
             transfer_switch_waits_for_every_memory,
             transfer_staging_another_model_starts_over,
+            transfer_refuses_ids_of_another_user,
+            transfer_imports_check_references_first,
+            transfer_names_resolve_to_the_oldest_entity,
         );
     };
 }

@@ -13,8 +13,9 @@
 //! cause), `schema` (migrations and identifiers), `postings` (BM25 postings and per-user
 //! statistics), `dense` (exact or HNSW candidate selection), `search` (the pushdown
 //! statement), `tie_break` (its exact dense order among near-equal distances),
-//! `lexical_paths` (which way its BM25 side went), `codec` (rows to records), `enrichment`
-//! (events, entities, edges, links, supersessions), `store` (the `MemoryStore` impl),
+//! `lexical_paths` (which way its BM25 side went), `codec` (rows to records, one decoder
+//! each), `records` (the records' SQL under the core's rules), `enrichment` (events,
+//! entities, edges, links, supersessions), `store` (the `MemoryStore` impl),
 //! `transfer` (paged export reads and id-keeping imports) and `reembed` (staged vectors
 //! and the switch to a new embedding signature).
 
@@ -29,6 +30,7 @@ mod pool;
 mod postings;
 mod prefix;
 mod reanalyze;
+mod records;
 mod reembed;
 mod schema;
 mod search;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
 use cortex_core::hybrid::ScoredMemory;
+use cortex_core::record_tx::require_memory;
 use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
@@ -20,7 +21,7 @@ use tokio_postgres::IsolationLevel;
 
 use crate::codec::{memory_at, memory_columns};
 use crate::config::{DenseMode, PostgresConfig};
-use crate::enrichment::{self, require_memory};
+use crate::enrichment;
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
 };
@@ -28,6 +29,7 @@ use crate::names::Names;
 use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::prefix::prefix_bounds;
+use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
 use crate::search::dense_plan::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::search::lexical_path::PathCounters;
@@ -601,8 +603,9 @@ impl MemoryStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_err)?;
         let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
-        require_memory(&tx, names, user, &s.old_id).await?;
-        require_memory(&tx, names, user, &s.new_id).await?;
+        let mut records = PgRecords::new(&tx, names);
+        require_memory(&mut records, user, &s.old_id).await?;
+        require_memory(&mut records, user, &s.new_id).await?;
         let insert = build(
             Query::insert()
                 .into_table(names.table("supersessions"))

@@ -1,8 +1,12 @@
-//! How values are laid out in SQLite columns.
+//! How values are laid out in SQLite columns, and the one decoder of each record's row.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use cortex_core::{Memory, MemoryKind, StoreError};
+use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
+use cortex_core::{EntityLink, Memory, MemoryKind, StoreError, StoreResult};
+use rusqlite::{Connection, Row};
 use uuid::Uuid;
+
+use crate::db_err;
 
 /// Vectors are stored as little-endian f32, 4 bytes a component.
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
@@ -91,6 +95,98 @@ impl MemoryRow {
             seq: self.seq,
         })
     }
+}
+
+/// A text column the schema declares NOT NULL.
+fn text(r: &Row<'_>, i: usize) -> StoreResult<String> {
+    let value: Option<String> = r.get(i).map_err(db_err)?;
+    value.ok_or_else(|| StoreError::Corrupt(format!("column {i} is NULL")))
+}
+
+fn maybe(r: &Row<'_>, i: usize) -> StoreResult<Option<String>> {
+    r.get(i).map_err(db_err)
+}
+
+/// The columns [`supersession_at`] reads, in its order.
+pub(crate) const SUPERSESSION_COLUMNS: &str = "old_id, new_id, reason, created_at";
+
+pub(crate) fn supersession_at(r: &Row<'_>, at: usize) -> StoreResult<Supersession> {
+    Ok(Supersession {
+        old_id: decode_id(&text(r, at)?)?,
+        new_id: decode_id(&text(r, at + 1)?)?,
+        reason: text(r, at + 2)?,
+        created_at: decode_time(&text(r, at + 3)?)?,
+    })
+}
+
+/// The columns [`event_at`] reads, in its order; unambiguous beside `memories`.
+pub(crate) const EVENT_COLUMNS: &str = "memory_id, event_time, actor, location, event_type";
+
+pub(crate) fn event_at(r: &Row<'_>, at: usize) -> StoreResult<Event> {
+    Ok(Event {
+        memory_id: decode_id(&text(r, at)?)?,
+        event_time: decode_time(&text(r, at + 1)?)?,
+        actor: maybe(r, at + 2)?,
+        location: maybe(r, at + 3)?,
+        event_type: maybe(r, at + 4)?,
+    })
+}
+
+/// The columns [`entity_at`] reads, in its order.
+pub(crate) const ENTITY_COLUMNS: &str =
+    "id, name, normalized_name, entity_type, aliases, created_at";
+
+pub(crate) fn entity_at(r: &Row<'_>, at: usize) -> StoreResult<Entity> {
+    Ok(Entity {
+        id: decode_id(&text(r, at)?)?,
+        name: text(r, at + 1)?,
+        normalized_name: text(r, at + 2)?,
+        entity_type: maybe(r, at + 3)?,
+        aliases: decode_list(&text(r, at + 4)?)?,
+        created_at: decode_time(&text(r, at + 5)?)?,
+    })
+}
+
+/// The columns [`edge_at`] reads, in its order.
+pub(crate) const EDGE_COLUMNS: &str = "source, target, label, memory_id, created_at";
+
+pub(crate) fn edge_at(r: &Row<'_>, at: usize) -> StoreResult<EntityEdge> {
+    Ok(EntityEdge {
+        source: decode_id(&text(r, at)?)?,
+        target: decode_id(&text(r, at + 1)?)?,
+        label: text(r, at + 2)?,
+        memory_id: maybe(r, at + 3)?.as_deref().map(decode_id).transpose()?,
+        created_at: decode_time(&text(r, at + 4)?)?,
+    })
+}
+
+/// The columns [`link_at`] reads, in its order.
+pub(crate) const LINK_COLUMNS: &str = "memory_id, entity_id, role";
+
+pub(crate) fn link_at(r: &Row<'_>, at: usize) -> StoreResult<EntityLink> {
+    let role = text(r, at + 2)?;
+    Ok(EntityLink {
+        memory_id: decode_id(&text(r, at)?)?,
+        entity_id: decode_id(&text(r, at + 1)?)?,
+        role: EntityRole::parse(&role)
+            .ok_or_else(|| StoreError::Corrupt(format!("entity role {role:?}")))?,
+    })
+}
+
+/// Every row of `sql`, each through `decode`.
+pub(crate) fn query_rows<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: impl Fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let mut rows = stmt.query(params).map_err(db_err)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(db_err)? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

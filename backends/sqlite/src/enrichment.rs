@@ -1,20 +1,22 @@
-//! The enrichment records on SQLite: events, entities, edges and links.
+//! The enrichment records on SQLite: events, entities, edges and links. The writes are the
+//! core's (`cortex_core::record_tx`) over [`SqliteRecords`], each in one transaction.
 
 use async_trait::async_trait;
+use cortex_core::record_tx::{self, RecordTx, run_ready};
 use cortex_core::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, TimeRange, TimelineEntry,
     normalize_entity_name,
 };
 use cortex_core::{EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, StoreResult};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
-use crate::codec::{MEMORY_COLUMNS, MemoryRow, decode_id, decode_time, encode_id, encode_time};
-use crate::db_err;
-use crate::store::{
-    ENTITY_COLUMNS, LIVE, SqliteStore, decode_entity, find_entity_by_keys, query_memories,
-    read_entity,
+use crate::codec::{
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_at, encode_id,
+    encode_time, entity_at, event_at, query_rows,
 };
-use crate::writes::{insert_edge, insert_event, insert_link, record_extraction, upsert_entity};
+use crate::db_err;
+use crate::records::{BACKEND, SqliteRecords};
+use crate::store::{LIVE, SqliteStore, query_memories};
 
 #[async_trait]
 impl EnrichmentStore for SqliteStore {
@@ -24,13 +26,23 @@ impl EnrichmentStore for SqliteStore {
         records: &ExtractionRecords,
     ) -> StoreResult<Vec<Entity>> {
         let (user, records) = (user.to_owned(), records.clone());
-        self.write(move |tx| record_extraction(tx, &user, &records))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(
+                BACKEND,
+                record_tx::record_extraction(&mut tx, &user, &records),
+            )
+        })
+        .await
     }
 
     async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
         let (user, event) = (user.to_owned(), event.clone());
-        self.write(move |tx| insert_event(tx, &user, &event)).await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::add_event(&mut tx, &user, &event))
+        })
+        .await
     }
 
     async fn timeline(
@@ -45,7 +57,7 @@ impl EnrichmentStore for SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |conn| {
             let sql = format!(
-                "SELECT {MEMORY_COLUMNS}, e.event_time, e.actor, e.location, e.event_type
+                "SELECT {MEMORY_COLUMNS}, {EVENT_COLUMNS}
                  FROM events e JOIN memories m ON m.id = e.memory_id
                  WHERE e.user_id = ?1
                    AND (?2 IS NULL OR e.event_time >= ?2)
@@ -53,48 +65,28 @@ impl EnrichmentStore for SqliteStore {
                  ORDER BY e.event_time, m.seq
                  LIMIT ?4"
             );
-            let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![user, since, until, limit], |r| {
-                    Ok((
-                        MemoryRow::read(r, 0)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, Option<String>>(8)?,
-                        r.get::<_, Option<String>>(9)?,
-                        r.get::<_, Option<String>>(10)?,
-                    ))
+            query_rows(conn, &sql, params![user, since, until, limit], |r| {
+                Ok(TimelineEntry {
+                    memory: MemoryRow::read(r, 0).map_err(db_err)?.decode()?,
+                    event: event_at(r, 7)?,
                 })
-                .map_err(db_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err)?;
-            rows.into_iter()
-                .map(|(m, time, actor, location, event_type)| {
-                    let memory = m.decode()?;
-                    Ok(TimelineEntry {
-                        event: Event {
-                            memory_id: memory.id,
-                            event_time: decode_time(&time)?,
-                            actor,
-                            location,
-                            event_type,
-                        },
-                        memory,
-                    })
-                })
-                .collect()
+            })
         })
         .await
     }
 
     async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
         let (user, upsert) = (user.to_owned(), entity.clone());
-        self.write(move |tx| upsert_entity(tx, &user, &upsert))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::upsert_entity(&mut tx, &user, &upsert))
+        })
+        .await
     }
 
     async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
         let (user, key) = (user.to_owned(), normalize_entity_name(name));
-        self.run(move |conn| find_entity_by_keys(conn, &user, &[key]))
+        self.run(move |conn| run_ready(BACKEND, SqliteRecords(conn).find_entity(&user, &key)))
             .await
     }
 
@@ -103,55 +95,29 @@ impl EnrichmentStore for SqliteStore {
         self.run(move |conn| {
             let sql =
                 format!("SELECT {ENTITY_COLUMNS} FROM entities WHERE id = ?1 AND user_id = ?2");
-            conn.query_row(&sql, params![id, user], read_entity)
-                .optional()
-                .map_err(db_err)?
-                .map(decode_entity)
-                .transpose()
+            Ok(query_rows(conn, &sql, params![id, user], |r| entity_at(r, 0))?.pop())
         })
         .await
     }
 
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
         let (user, edge) = (user.to_owned(), edge.clone());
-        self.write(move |tx| insert_edge(tx, &user, &edge).map(|_| ()))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::add_edge(&mut tx, &user, &edge)).map(|_| ())
+        })
+        .await
     }
 
     async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
         let (user, id) = (user.to_owned(), encode_id(entity));
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT source, target, label, memory_id, created_at FROM entity_edges
-                     WHERE user_id = ?1 AND (source = ?2 OR target = ?2)
-                     ORDER BY seq",
-                )
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![user, id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, Option<String>>(3)?,
-                        r.get::<_, String>(4)?,
-                    ))
-                })
-                .map_err(db_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err)?;
-            rows.into_iter()
-                .map(|(source, target, label, memory, at)| {
-                    Ok(EntityEdge {
-                        source: decode_id(&source)?,
-                        target: decode_id(&target)?,
-                        label,
-                        memory_id: memory.as_deref().map(decode_id).transpose()?,
-                        created_at: decode_time(&at)?,
-                    })
-                })
-                .collect()
+            let sql = format!(
+                "SELECT {EDGE_COLUMNS} FROM entity_edges
+                 WHERE user_id = ?1 AND (source = ?2 OR target = ?2)
+                 ORDER BY seq"
+            );
+            query_rows(conn, &sql, params![user, id], |r| edge_at(r, 0))
         })
         .await
     }
@@ -169,8 +135,11 @@ impl EnrichmentStore for SqliteStore {
             entity_id: *entity,
             role,
         };
-        self.write(move |tx| insert_link(tx, &user, &link).map(|_| ()))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::link_entity(&mut tx, &user, &link)).map(|_| ())
+        })
+        .await
     }
 
     async fn entity_memories(

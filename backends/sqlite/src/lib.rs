@@ -6,6 +6,7 @@
 
 mod codec;
 mod enrichment;
+mod records;
 mod reembed;
 mod schema;
 mod store;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cortex_core::records::{Entity, EntityId, Supersession};
+use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
     MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
@@ -14,7 +14,8 @@ use cortex_core::{
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
-    MEMORY_COLUMNS, MemoryRow, decode_id, decode_list, decode_time, decode_vector, encode_id,
+    MEMORY_COLUMNS, MemoryRow, SUPERSESSION_COLUMNS, decode_id, decode_vector, encode_id,
+    query_rows, supersession_at,
 };
 use crate::db_err;
 use crate::schema::migrate;
@@ -280,86 +281,13 @@ pub(crate) fn query_memories(
     rows.into_iter().map(MemoryRow::decode).collect()
 }
 
-pub(crate) fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
+fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {
     conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1 AND user_id = ?2)",
         params![id, user],
         |r| r.get(0),
     )
     .map_err(db_err)
-}
-
-pub(crate) fn require_memory(conn: &Connection, user: &str, id: &MemoryId) -> StoreResult<()> {
-    match memory_exists(conn, user, &encode_id(id))? {
-        true => Ok(()),
-        false => Err(StoreError::MissingReference(format!("memory {id}"))),
-    }
-}
-
-pub(crate) fn require_entity(conn: &Connection, user: &str, id: &EntityId) -> StoreResult<()> {
-    let exists: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM entities WHERE id = ?1 AND user_id = ?2)",
-            params![encode_id(id), user],
-            |r| r.get(0),
-        )
-        .map_err(db_err)?;
-    match exists {
-        true => Ok(()),
-        false => Err(StoreError::MissingReference(format!("entity {id}"))),
-    }
-}
-
-pub(crate) const ENTITY_COLUMNS: &str =
-    "id, name, normalized_name, entity_type, aliases, created_at";
-
-pub(crate) fn read_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 6]> {
-    Ok([
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ])
-}
-
-pub(crate) fn decode_entity(cols: [Option<String>; 6]) -> StoreResult<Entity> {
-    let [id, name, normalized_name, entity_type, aliases, created_at] = cols;
-    let missing = || StoreError::Corrupt("entity row with a NULL column".into());
-    Ok(Entity {
-        id: decode_id(&id.ok_or_else(missing)?)?,
-        name: name.ok_or_else(missing)?,
-        normalized_name: normalized_name.ok_or_else(missing)?,
-        entity_type,
-        aliases: decode_list(&aliases.ok_or_else(missing)?)?,
-        created_at: decode_time(&created_at.ok_or_else(missing)?)?,
-    })
-}
-
-pub(crate) fn find_entity_by_keys(
-    conn: &Connection,
-    user: &str,
-    keys: &[String],
-) -> StoreResult<Option<Entity>> {
-    let sql = format!(
-        "SELECT {ENTITY_COLUMNS} FROM entities e
-         WHERE e.user_id = ?1
-           AND (e.normalized_name = ?2
-                OR EXISTS (SELECT 1 FROM json_each(e.aliases) a WHERE a.value = ?2))
-         ORDER BY e.created_at, e.id
-         LIMIT 1"
-    );
-    for key in keys {
-        let cols = conn
-            .query_row(&sql, params![user, key], read_entity)
-            .optional()
-            .map_err(db_err)?;
-        if let Some(cols) = cols {
-            return decode_entity(cols).map(Some);
-        }
-    }
-    Ok(None)
 }
 
 #[async_trait]
@@ -545,35 +473,12 @@ impl MemoryStore for SqliteStore {
     ) -> StoreResult<Vec<Supersession>> {
         let (user, id) = (user.to_owned(), encode_id(memory_id));
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT old_id, new_id, reason, created_at FROM supersessions
-                     WHERE user_id = ?1 AND (old_id = ?2 OR new_id = ?2)
-                     ORDER BY created_at, rowid",
-                )
-                .map_err(db_err)?;
-            let rows = stmt
-                .query_map(params![user, id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                    ))
-                })
-                .map_err(db_err)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(db_err)?;
-            rows.into_iter()
-                .map(|(old, new, reason, at)| {
-                    Ok(Supersession {
-                        old_id: decode_id(&old)?,
-                        new_id: decode_id(&new)?,
-                        reason,
-                        created_at: decode_time(&at)?,
-                    })
-                })
-                .collect()
+            let sql = format!(
+                "SELECT {SUPERSESSION_COLUMNS} FROM supersessions
+                 WHERE user_id = ?1 AND (old_id = ?2 OR new_id = ?2)
+                 ORDER BY created_at, rowid"
+            );
+            query_rows(conn, &sql, params![user, id], |r| supersession_at(r, 0))
         })
         .await
     }

@@ -1,74 +1,27 @@
 //! [`TransferStore`] for SQLite: paged reads of every record, id-keeping imports.
 
 use async_trait::async_trait;
-use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
+use cortex_core::record_tx::{self, run_ready};
+use cortex_core::records::{Entity, EntityEdge, Event, Supersession};
 use cortex_core::{
     EmbeddingSignature, EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Memory,
     MemoryId, NewMemory, Record, RecordKind, StoreError, StoreResult, StoredMemory, Switch,
     TransferStore,
 };
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Transaction, params};
 
-use crate::codec::{MEMORY_COLUMNS, MemoryRow, decode_id, decode_time, decode_vector};
+use crate::codec::{
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, MEMORY_COLUMNS, MemoryRow,
+    SUPERSESSION_COLUMNS, decode_vector, edge_at, entity_at, event_at, link_at, query_rows,
+    supersession_at,
+};
 use crate::db_err;
-use crate::store::{SqliteStore, decode_entity, read_entity};
+use crate::records::{BACKEND, SqliteRecords};
+use crate::store::SqliteStore;
 use crate::{reembed, writes};
 
 fn page(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-type Decode = fn(&rusqlite::Row<'_>) -> StoreResult<Record>;
-
-fn text(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<String> {
-    r.get(i).map_err(db_err)
-}
-
-fn maybe(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<Option<String>> {
-    r.get(i).map_err(db_err)
-}
-
-fn supersession(r: &rusqlite::Row<'_>) -> StoreResult<Record> {
-    Ok(Record::Supersession(Supersession {
-        old_id: decode_id(&text(r, 0)?)?,
-        new_id: decode_id(&text(r, 1)?)?,
-        reason: text(r, 2)?,
-        created_at: decode_time(&text(r, 3)?)?,
-    }))
-}
-
-fn event(r: &rusqlite::Row<'_>) -> StoreResult<Record> {
-    Ok(Record::Event(Event {
-        memory_id: decode_id(&text(r, 0)?)?,
-        event_time: decode_time(&text(r, 1)?)?,
-        actor: maybe(r, 2)?,
-        location: maybe(r, 3)?,
-        event_type: maybe(r, 4)?,
-    }))
-}
-
-fn entity(r: &rusqlite::Row<'_>) -> StoreResult<Record> {
-    decode_entity(read_entity(r).map_err(db_err)?).map(Record::Entity)
-}
-
-fn edge(r: &rusqlite::Row<'_>) -> StoreResult<Record> {
-    Ok(Record::Edge(EntityEdge {
-        source: decode_id(&text(r, 0)?)?,
-        target: decode_id(&text(r, 1)?)?,
-        label: text(r, 2)?,
-        memory_id: maybe(r, 3)?.as_deref().map(decode_id).transpose()?,
-        created_at: decode_time(&text(r, 4)?)?,
-    }))
-}
-
-fn link(r: &rusqlite::Row<'_>) -> StoreResult<Record> {
-    let role = text(r, 2)?;
-    Ok(Record::Link(EntityLink {
-        memory_id: decode_id(&text(r, 0)?)?,
-        entity_id: decode_id(&text(r, 1)?)?,
-        role: EntityRole::parse(&role)
-            .ok_or_else(|| StoreError::Corrupt(format!("entity role {role:?}")))?,
-    }))
 }
 
 fn read_records(
@@ -79,41 +32,69 @@ fn read_records(
     limit: i64,
 ) -> StoreResult<Vec<Record>> {
     // Insertion order (rowid), so an import writes them back in the order they were made.
-    let (sql, decode): (&str, Decode) = match kind {
-        RecordKind::Supersession => (
-            "SELECT old_id, new_id, reason, created_at FROM supersessions
-             WHERE user_id = ?1 ORDER BY rowid LIMIT ?2 OFFSET ?3",
-            supersession,
-        ),
-        RecordKind::Event => (
-            "SELECT memory_id, event_time, actor, location, event_type FROM events
-             WHERE user_id = ?1 ORDER BY rowid LIMIT ?2 OFFSET ?3",
-            event,
-        ),
-        RecordKind::Entity => (
-            // The columns of ENTITY_COLUMNS, which `read_entity` expects.
-            "SELECT id, name, normalized_name, entity_type, aliases, created_at FROM entities
-             WHERE user_id = ?1 ORDER BY rowid LIMIT ?2 OFFSET ?3",
-            entity,
-        ),
-        RecordKind::Edge => (
-            "SELECT source, target, label, memory_id, created_at FROM entity_edges
-             WHERE user_id = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3",
-            edge,
-        ),
-        RecordKind::Link => (
-            "SELECT memory_id, entity_id, role FROM memory_entities
-             WHERE user_id = ?1 ORDER BY rowid LIMIT ?2 OFFSET ?3",
-            link,
-        ),
+    let (columns, table, order) = match kind {
+        RecordKind::Supersession => (SUPERSESSION_COLUMNS, "supersessions", "rowid"),
+        RecordKind::Event => (EVENT_COLUMNS, "events", "rowid"),
+        RecordKind::Entity => (ENTITY_COLUMNS, "entities", "rowid"),
+        RecordKind::Edge => (EDGE_COLUMNS, "entity_edges", "seq"),
+        RecordKind::Link => (LINK_COLUMNS, "memory_entities", "rowid"),
     };
-    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
-    let mut rows = stmt.query(params![user, limit, offset]).map_err(db_err)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(db_err)? {
-        out.push(decode(r)?);
-    }
-    Ok(out)
+    let sql = format!(
+        "SELECT {columns} FROM {table} WHERE user_id = ?1 ORDER BY {order} LIMIT ?2 OFFSET ?3"
+    );
+    query_rows(conn, &sql, params![user, limit, offset], |r| {
+        Ok(match kind {
+            RecordKind::Supersession => Record::Supersession(supersession_at(r, 0)?),
+            RecordKind::Event => Record::Event(event_at(r, 0)?),
+            RecordKind::Entity => Record::Entity(entity_at(r, 0)?),
+            RecordKind::Edge => Record::Edge(edge_at(r, 0)?),
+            RecordKind::Link => Record::Link(link_at(r, 0)?),
+        })
+    })
+}
+
+/// One item of an import batch, inside the batch's transaction.
+fn import_item(
+    tx: &Transaction<'_>,
+    item: &ImportItem,
+    signature: &EmbeddingSignature,
+) -> StoreResult<ItemImported> {
+    let plain = |outcome| ItemImported {
+        outcome,
+        entity_id: None,
+    };
+    let (user, record) = match item {
+        ImportItem::Memory { memory, embedding } => {
+            return Ok(plain(writes::import_memory(
+                tx, memory, embedding, signature,
+            )?));
+        }
+        ImportItem::Record { user, record } => (user, record),
+    };
+    let mut records = SqliteRecords(tx);
+    let records = &mut records;
+    Ok(match record {
+        Record::Supersession(s) => plain(writes::import_supersession(tx, user, s)?),
+        Record::Event(e) => plain(run_ready(
+            BACKEND,
+            record_tx::import_event(records, user, e),
+        )?),
+        Record::Entity(e) => {
+            let done = run_ready(BACKEND, record_tx::import_entity(records, user, e))?;
+            ItemImported {
+                outcome: done.outcome,
+                entity_id: Some(done.id),
+            }
+        }
+        Record::Edge(e) => plain(run_ready(
+            BACKEND,
+            record_tx::import_edge(records, user, e),
+        )?),
+        Record::Link(l) => plain(run_ready(
+            BACKEND,
+            record_tx::import_link(records, user, l),
+        )?),
+    })
 }
 
 #[async_trait]
@@ -196,14 +177,20 @@ impl TransferStore for SqliteStore {
 
     async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
         let (user, event) = (user.to_owned(), event.clone());
-        self.write(move |tx| writes::import_event(tx, &user, &event))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::import_event(&mut tx, &user, &event))
+        })
+        .await
     }
 
     async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
         let (user, entity) = (user.to_owned(), entity.clone());
-        self.write(move |tx| writes::import_entity(tx, &user, &entity))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::import_entity(&mut tx, &user, &entity))
+        })
+        .await
     }
 
     async fn import_supersession(&self, user: &str, s: &Supersession) -> StoreResult<Imported> {
@@ -214,14 +201,20 @@ impl TransferStore for SqliteStore {
 
     async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
         let (user, edge) = (user.to_owned(), edge.clone());
-        self.write(move |tx| writes::insert_edge(tx, &user, &edge).map(writes::outcome))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::import_edge(&mut tx, &user, &edge))
+        })
+        .await
     }
 
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
         let (user, link) = (user.to_owned(), link.clone());
-        self.write(move |tx| writes::insert_link(tx, &user, &link).map(writes::outcome))
-            .await
+        self.write(move |tx| {
+            let mut tx = SqliteRecords(tx);
+            run_ready(BACKEND, record_tx::import_link(&mut tx, &user, &link))
+        })
+        .await
     }
 
     /// The whole batch in one transaction: one fsync, and all of it or none.
@@ -234,36 +227,7 @@ impl TransferStore for SqliteStore {
         self.write(move |tx| {
             items
                 .iter()
-                .map(|item| {
-                    let plain = |outcome| ItemImported {
-                        outcome,
-                        entity_id: None,
-                    };
-                    Ok(match item {
-                        ImportItem::Memory { memory, embedding } => {
-                            plain(writes::import_memory(tx, memory, embedding, &signature)?)
-                        }
-                        ImportItem::Record { user, record } => match record {
-                            Record::Supersession(s) => {
-                                plain(writes::import_supersession(tx, user, s)?)
-                            }
-                            Record::Event(e) => plain(writes::import_event(tx, user, e)?),
-                            Record::Entity(e) => {
-                                let done = writes::import_entity(tx, user, e)?;
-                                ItemImported {
-                                    outcome: done.outcome,
-                                    entity_id: Some(done.id),
-                                }
-                            }
-                            Record::Edge(e) => {
-                                plain(writes::outcome(writes::insert_edge(tx, user, e)?))
-                            }
-                            Record::Link(l) => {
-                                plain(writes::outcome(writes::insert_link(tx, user, l)?))
-                            }
-                        },
-                    })
-                })
+                .map(|item| import_item(tx, item, &signature))
                 .collect()
         })
         .await

@@ -15,7 +15,10 @@ use crate::store::{
 };
 
 mod enrichment;
+mod records;
 mod transfer;
+
+use records::Tx;
 
 /// A [`MemoryStore`] held in a mutex: the behaviour every other backend is held to.
 #[derive(Debug, Default)]
@@ -66,16 +69,56 @@ impl UserData {
         }
     }
 
-    fn require_entity(&self, id: &EntityId) -> StoreResult<()> {
-        match self.entities.iter().any(|e| &e.id == id) {
-            true => Ok(()),
-            false => Err(StoreError::MissingReference(format!("entity {id}"))),
-        }
-    }
-
     fn bump(&mut self) -> Generation {
         self.generation += 1;
         Generation(self.generation)
+    }
+}
+
+impl State {
+    fn memory_owner(&self, id: &MemoryId) -> Option<&str> {
+        self.users
+            .iter()
+            .find(|(_, d)| d.seq_of.contains_key(id))
+            .map(|(user, _)| user.as_str())
+    }
+
+    fn entity_owner(&self, id: &EntityId) -> Option<&str> {
+        self.users
+            .iter()
+            .find(|(_, d)| d.entities.iter().any(|e| &e.id == id))
+            .map(|(user, _)| user.as_str())
+    }
+
+    /// [`MemoryStore::add`], under the caller's lock.
+    fn add(
+        &mut self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Added> {
+        match &self.signature {
+            Some(stored) if stored != signature => {
+                return Err(StoreError::SignatureMismatch {
+                    stored: stored.clone(),
+                    got: signature.clone(),
+                });
+            }
+            Some(_) => {}
+            None => self.signature = Some(signature.clone()),
+        }
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        let stored = memory.clone().into_memory(seq);
+        let data = self.users.entry(memory.user_id.clone()).or_default();
+        data.seq_of.insert(stored.id, seq);
+        data.memories
+            .insert(seq, (stored.clone(), embedding.to_vec()));
+        let generation = data.bump();
+        Ok(Added {
+            memory: stored,
+            generation,
+        })
     }
 }
 
@@ -86,7 +129,8 @@ impl InMemoryStore {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied write: every method
-        // validates before it mutates. So a poisoned lock is still consistent.
+        // validates before it mutates, and a record transaction (`Tx`) undoes its writes
+        // when dropped uncommitted. So a poisoned lock is still consistent.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -101,6 +145,16 @@ impl InMemoryStore {
     fn with_user_mut<T>(&self, user: &str, f: impl FnOnce(&mut UserData) -> T) -> T {
         let mut state = self.state();
         f(state.users.entry(user.to_owned()).or_default())
+    }
+
+    /// Runs `write` over the locked state as one transaction: kept when it succeeds,
+    /// undone when it fails.
+    fn transact<T>(&self, write: impl FnOnce(&mut Tx<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut state = self.state();
+        let mut tx = Tx::new(&mut state);
+        let out = write(&mut tx)?;
+        tx.commit();
+        Ok(out)
     }
 }
 
@@ -120,29 +174,7 @@ impl MemoryStore for InMemoryStore {
         embedding: &[f32],
         signature: &EmbeddingSignature,
     ) -> StoreResult<Added> {
-        let mut state = self.state();
-        match &state.signature {
-            Some(stored) if stored != signature => {
-                return Err(StoreError::SignatureMismatch {
-                    stored: stored.clone(),
-                    got: signature.clone(),
-                });
-            }
-            Some(_) => {}
-            None => state.signature = Some(signature.clone()),
-        }
-        state.last_seq += 1;
-        let seq = state.last_seq;
-        let stored = memory.clone().into_memory(seq);
-        let data = state.users.entry(memory.user_id.clone()).or_default();
-        data.seq_of.insert(stored.id, seq);
-        data.memories
-            .insert(seq, (stored.clone(), embedding.to_vec()));
-        let generation = data.bump();
-        Ok(Added {
-            memory: stored,
-            generation,
-        })
+        self.state().add(memory, embedding, signature)
     }
 
     async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {

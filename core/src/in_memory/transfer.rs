@@ -3,9 +3,11 @@
 use async_trait::async_trait;
 
 use super::InMemoryStore;
+use super::records::BACKEND;
 use crate::error::StoreError;
-use crate::memory::{Memory, MemoryId};
-use crate::records::{Entity, Event};
+use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::record_tx::{self, existing_id, run_ready};
+use crate::records::{Entity, EntityEdge, Event};
 use crate::signature::EmbeddingSignature;
 use crate::store::StoreResult;
 use crate::transfer::{
@@ -80,57 +82,35 @@ impl TransferStore for InMemoryStore {
         }))
     }
 
+    async fn import_memory(
+        &self,
+        memory: &NewMemory,
+        embedding: &[f32],
+        signature: &EmbeddingSignature,
+    ) -> StoreResult<Imported> {
+        let mut state = self.state();
+        let owner = state.memory_owner(&memory.id);
+        if let Some(done) = existing_id("memory", &memory.id, owner, &memory.user_id)? {
+            return Ok(done);
+        }
+        state.add(memory, embedding, signature)?;
+        Ok(Imported::Written)
+    }
+
     async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
-        self.with_user_mut(user, |d| {
-            d.require_memory(&event.memory_id)?;
-            if d.events.contains(event) {
-                return Ok(Imported::Present);
-            }
-            d.events.push(event.clone());
-            Ok(Imported::Written)
-        })
+        self.transact(|tx| run_ready(BACKEND, record_tx::import_event(tx, user, event)))
     }
 
     async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
-        let mut state = self.state();
-        let elsewhere = state
-            .users
-            .iter()
-            .any(|(u, d)| u != user && d.entities.iter().any(|e| e.id == entity.id));
-        if elsewhere {
-            return Err(StoreError::ForeignId(format!("entity {}", entity.id)));
-        }
-        let d = state.users.entry(user.to_owned()).or_default();
-        let known = d.entities.iter().find(|e| e.id == entity.id).or_else(|| {
-            d.entities
-                .iter()
-                // By name only: an alias can be shared by two entities.
-                .find(|e| e.normalized_name == entity.normalized_name)
-        });
-        if let Some(known) = known {
-            return Ok(ImportedEntity {
-                outcome: Imported::Present,
-                id: known.id,
-            });
-        }
-        d.entities.push(entity.clone());
-        Ok(ImportedEntity {
-            outcome: Imported::Written,
-            id: entity.id,
-        })
+        self.transact(|tx| run_ready(BACKEND, record_tx::import_entity(tx, user, entity)))
+    }
+
+    async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
+        self.transact(|tx| run_ready(BACKEND, record_tx::import_edge(tx, user, edge)))
     }
 
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
-        self.with_user_mut(user, |d| {
-            d.require_memory(&link.memory_id)?;
-            d.require_entity(&link.entity_id)?;
-            let row = (link.memory_id, link.entity_id, link.role);
-            if d.links.contains(&row) {
-                return Ok(Imported::Present);
-            }
-            d.links.push(row);
-            Ok(Imported::Written)
-        })
+        self.transact(|tx| run_ready(BACKEND, record_tx::import_link(tx, user, link)))
     }
 
     async fn unstaged(

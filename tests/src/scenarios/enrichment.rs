@@ -767,3 +767,42 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
             .is_empty()
     );
 }
+
+/// An entity is keyed by its normalised name: one without a usable name (blank, or only
+/// whitespace, aliases included) is refused whether it comes alone or in an extraction,
+/// and nothing is written for it.
+pub async fn entity_without_a_usable_name_is_refused(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let records = records(&*storage).await;
+    let (engine, _) = engine(store.clone());
+    let u = user("blank-entity");
+    let m = remember_all(&engine, &u, &["a memory"]).await;
+    for blank in [upsert("", &[]), upsert(" \t ", &["  "])] {
+        for attempt in 0..2 {
+            let refused = records.upsert_entity(&u, &blank).await;
+            assert!(
+                matches!(refused, Err(StoreError::InvalidRecord(_))),
+                "{blank:?}, attempt {attempt}: {refused:?}"
+            );
+        }
+        let mut extraction = ExtractionRecords::new(m[0].id);
+        extraction.entities.push(blank.clone());
+        let refused = records.record_extraction(&u, &extraction).await;
+        assert!(
+            matches!(refused, Err(StoreError::InvalidRecord(_))),
+            "{blank:?} in an extraction: {refused:?}"
+        );
+    }
+    assert_eq!(records.find_entity(&u, "").await.unwrap(), None);
+    assert_eq!(records.find_entity(&u, " \t ").await.unwrap(), None);
+    // A blank alias beside a usable name is dropped, not refused.
+    let named = records
+        .upsert_entity(&u, &upsert("Ada", &["  "]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (named.normalized_name.as_str(), named.aliases.len()),
+        ("ada", 0)
+    );
+}

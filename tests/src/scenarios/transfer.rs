@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
+use cortex_core::records::{Entity, EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
 use cortex_core::{
-    EmbeddingSignature, EnrichmentStore, EntityLink, Imported, MemoryKind, NewMemory, Record,
-    RecordKind, StoredMemory, Switch, TransferStore,
+    EmbeddingSignature, EnrichmentStore, EntityLink, ImportItem, Imported, MemoryKind, NewMemory,
+    Record, RecordKind, StoreError, StoredMemory, Switch, TransferStore,
 };
 
 use crate::support::{DIM, engine, remember_all, user};
@@ -512,4 +512,181 @@ pub async fn transfer_staging_another_model_starts_over(factory: &dyn StoreFacto
     let (memories, _) = read_all(&*store, &u, 10).await;
     assert_eq!(memories[0].embedding, vec![5.0; 4]);
     assert_eq!(memories[1].embedding, vec![6.0; 4]);
+}
+
+fn named(name: &str, aliases: &[&str]) -> EntityUpsert {
+    EntityUpsert {
+        name: name.into(),
+        entity_type: None,
+        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+    }
+}
+
+/// An id that is another user's memory or entity is refused as such, alone or in a batch,
+/// and neither user's records change.
+pub async fn transfer_refuses_ids_of_another_user(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let (owner, other) = (user("owner"), user("owner-other"));
+    let (engine, _) = engine(store.clone());
+    let m = remember_all(&engine, &owner, &["Ada writes code"]).await;
+    let ada = store
+        .upsert_entity(&owner, &named("Ada", &[]))
+        .await
+        .unwrap();
+    let signature = store.signature().await.unwrap().unwrap();
+    let taken = NewMemory {
+        id: m[0].id,
+        user_id: other.clone(),
+        content: "not the owner's".into(),
+        kind: MemoryKind::Note,
+        tags: vec![],
+        created_at: m[0].created_at,
+    };
+    let embedding = vec![0.5; DIM];
+    let refused = store.import_memory(&taken, &embedding, &signature).await;
+    assert!(
+        matches!(refused, Err(StoreError::ForeignId(_))),
+        "{refused:?}"
+    );
+    let batch = [ImportItem::Memory {
+        memory: taken.clone(),
+        embedding: embedding.clone(),
+    }];
+    let refused = store.import_batch(&batch, &signature).await;
+    assert!(
+        matches!(refused, Err(StoreError::ForeignId(_))),
+        "{refused:?}"
+    );
+    let entity = Entity {
+        name: "Grace".into(),
+        normalized_name: "grace".into(),
+        ..ada.clone()
+    };
+    let refused = store.import_entity(&other, &entity).await;
+    assert!(
+        matches!(refused, Err(StoreError::ForeignId(_))),
+        "{refused:?}"
+    );
+
+    assert!(
+        store
+            .memories_after(&other, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .records(&other, RecordKind::Entity, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.users().await.unwrap(), vec![owner.clone()]);
+    let kept = store.get(&owner, &m[0].id).await.unwrap().unwrap();
+    assert_eq!(kept.content, "Ada writes code");
+    assert_eq!(store.entity(&owner, &ada.id).await.unwrap(), Some(ada));
+}
+
+/// An imported edge, link or event must name the user's own memory and entities, checked
+/// before anything else: an edge whose (source, target, label) is there already is still
+/// refused when its memory is not the user's.
+pub async fn transfer_imports_check_references_first(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let (u, other) = (user("refs"), user("refs-other"));
+    let (engine, _) = engine(store.clone());
+    let m = remember_all(&engine, &u, &["Ada met Bea"]).await;
+    let ada = store.upsert_entity(&u, &named("Ada", &[])).await.unwrap();
+    let bea = store.upsert_entity(&u, &named("Bea", &[])).await.unwrap();
+    let edge = EntityEdge {
+        source: ada.id,
+        target: bea.id,
+        label: "met".into(),
+        memory_id: Some(m[0].id),
+        created_at: cortex_core::memory::now(),
+    };
+    assert_eq!(
+        store.import_edge(&u, &edge).await.unwrap(),
+        Imported::Written
+    );
+    assert_eq!(
+        store.import_edge(&u, &edge).await.unwrap(),
+        Imported::Present
+    );
+    let ghost = EntityEdge {
+        memory_id: Some(uuid::Uuid::new_v4()),
+        ..edge.clone()
+    };
+    let refused = store.import_edge(&u, &ghost).await;
+    assert!(
+        matches!(refused, Err(StoreError::MissingReference(_))),
+        "{refused:?}"
+    );
+    let refused = store.import_edge(&other, &edge).await;
+    assert!(
+        matches!(refused, Err(StoreError::MissingReference(_))),
+        "{refused:?}"
+    );
+    let link = EntityLink {
+        memory_id: m[0].id,
+        entity_id: ada.id,
+        role: EntityRole::Subject,
+    };
+    let refused = store.import_link(&other, &link).await;
+    assert!(
+        matches!(refused, Err(StoreError::MissingReference(_))),
+        "{refused:?}"
+    );
+    let event = Event {
+        memory_id: m[0].id,
+        event_time: "2024-06-01T10:00:00Z".parse().unwrap(),
+        actor: None,
+        location: None,
+        event_type: None,
+    };
+    let refused = store.import_event(&other, &event).await;
+    assert!(
+        matches!(refused, Err(StoreError::MissingReference(_))),
+        "{refused:?}"
+    );
+    let edges = store.edges(&u, &ada.id).await.unwrap();
+    assert_eq!(edges.len(), 1);
+    assert_eq!(edges[0].memory_id, Some(m[0].id));
+    assert!(store.users().await.unwrap().iter().all(|x| x != &other));
+}
+
+/// A name or alias several of the user's entities answer to resolves to the oldest of
+/// them (by creation time, an imported entity keeping its own), for a lookup and for an
+/// upsert alike, however they were written.
+pub async fn transfer_names_resolve_to_the_oldest_entity(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let u = user("oldest");
+    let ada = store
+        .upsert_entity(&u, &named("Ada", &["A. L."]))
+        .await
+        .unwrap();
+    let augusta = Entity {
+        id: uuid::Uuid::new_v4(),
+        name: "Augusta".into(),
+        normalized_name: "augusta".into(),
+        entity_type: None,
+        aliases: vec!["a. l.".into()],
+        created_at: "1815-12-10T00:00:00Z".parse().unwrap(),
+    };
+    let done = store.import_entity(&u, &augusta).await.unwrap();
+    assert_eq!((done.outcome, done.id), (Imported::Written, augusta.id));
+    let found = store.find_entity(&u, " a. L. ").await.unwrap();
+    assert_eq!(found.map(|e| e.id), Some(augusta.id));
+    let merged = store
+        .upsert_entity(&u, &named("A. L.", &["Countess"]))
+        .await
+        .unwrap();
+    assert_eq!(merged.id, augusta.id);
+    assert_eq!(merged.aliases, ["a. l.", "countess"]);
+    let found = store.find_entity(&u, "ada").await.unwrap();
+    assert_eq!(found.map(|e| e.id), Some(ada.id));
+    assert_eq!(store.entity(&u, &ada.id).await.unwrap(), Some(ada));
 }
