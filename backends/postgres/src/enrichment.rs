@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 use cortex_core::record_tx::{self, RecordTx};
 use cortex_core::records::{
-    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, Supersession, TimeRange,
-    TimelineEntry, normalize_entity_name,
+    Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, TimeRange, TimelineEntry,
+    normalize_entity_name,
 };
 use cortex_core::{
     EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, StoreError, StoreResult,
@@ -16,8 +16,8 @@ use deadpool_postgres::{Object, Transaction};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, SUPERSESSION_COLUMNS, edge_at,
-    entity_at, event_at, memory_at, memory_columns, qualified, supersession_at,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, edge_at, entity_at, event_at,
+    memory_at, memory_columns, qualified,
 };
 use crate::names::Names;
 use crate::pg_err;
@@ -65,33 +65,6 @@ pub(crate) async fn timeline(
                 event: event_at(row, MEMORY_COLUMNS.len())?,
             })
         })
-        .collect()
-}
-
-pub(crate) async fn supersessions(
-    pool: &Connections,
-    names: &Names,
-    user: &str,
-    memory_id: &MemoryId,
-) -> Result<Vec<Supersession>, StoreError> {
-    let built = build(
-        Query::select()
-            .columns(SUPERSESSION_COLUMNS)
-            .from(names.table("supersessions"))
-            .and_where(Expr::col("user_id").eq(user))
-            .and_where(
-                Expr::col("old_id")
-                    .eq(*memory_id)
-                    .or(Expr::col("new_id").eq(*memory_id)),
-            )
-            .order_by("created_at", Order::Asc)
-            .order_by("seq", Order::Asc),
-    );
-    let client = pool.get().await?;
-    rows(&client, &built)
-        .await?
-        .iter()
-        .map(|row| supersession_at(row, 0))
         .collect()
 }
 

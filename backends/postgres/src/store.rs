@@ -19,9 +19,8 @@ use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
 
-use crate::codec::{memory_at, memory_columns};
+use crate::codec::{SUPERSESSION_COLUMNS, memory_at, memory_columns, supersession_at};
 use crate::config::{DenseMode, PostgresConfig};
-use crate::enrichment;
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
 };
@@ -648,6 +647,24 @@ impl MemoryStore for PostgresStore {
         user: &str,
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>> {
-        enrichment::supersessions(&self.inner.pool, self.names(), user, memory_id).await
+        let built = build(
+            Query::select()
+                .columns(SUPERSESSION_COLUMNS)
+                .from(self.names().table("supersessions"))
+                .and_where(Expr::col("user_id").eq(user))
+                .and_where(
+                    Expr::col("old_id")
+                        .eq(*memory_id)
+                        .or(Expr::col("new_id").eq(*memory_id)),
+                )
+                .order_by("created_at", Order::Asc)
+                .order_by("seq", Order::Asc),
+        );
+        let client = self.inner.pool.get().await?;
+        rows(&client, &built)
+            .await?
+            .iter()
+            .map(|row| supersession_at(row, 0))
+            .collect()
     }
 }

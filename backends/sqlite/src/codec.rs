@@ -189,6 +189,24 @@ pub(crate) fn query_rows<T>(
     Ok(out)
 }
 
+/// The predicate a live memory `m` satisfies: nothing supersedes it.
+pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
+
+/// Runs `sql` (selecting [`MEMORY_COLUMNS`] first) and decodes each row.
+pub(crate) fn query_memories(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> StoreResult<Vec<Memory>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
+    let rows = stmt
+        .query_map(params, |r| MemoryRow::read(r, 0))
+        .map_err(db_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db_err)?;
+    rows.into_iter().map(MemoryRow::decode).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,9 +14,10 @@ use crate::codec::{
     EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_at, encode_id,
     encode_time, entity_at, event_at, query_rows,
 };
+use crate::codec::{LIVE, query_memories};
 use crate::db_err;
 use crate::records::{BACKEND, SqliteRecords};
-use crate::store::{LIVE, SqliteStore, query_memories};
+use crate::store::SqliteStore;
 
 #[async_trait]
 impl EnrichmentStore for SqliteStore {

@@ -6,6 +6,7 @@
 
 mod codec;
 mod enrichment;
+mod meta;
 mod records;
 mod reembed;
 mod schema;

@@ -7,7 +7,7 @@ use rusqlite::{Connection, Transaction, params};
 
 use crate::codec::{MEMORY_COLUMNS, MemoryRow, encode_id, encode_vector};
 use crate::db_err;
-use crate::store::SIGNATURE_KEY;
+use crate::meta::SIGNATURE_KEY;
 
 pub(crate) fn unstaged(
     conn: &Connection,

@@ -11,18 +11,16 @@ use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
     MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
 };
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
-    MEMORY_COLUMNS, MemoryRow, SUPERSESSION_COLUMNS, decode_id, decode_vector, encode_id,
-    query_rows, supersession_at,
+    LIVE, MEMORY_COLUMNS, MemoryRow, SUPERSESSION_COLUMNS, decode_id, decode_vector, encode_id,
+    query_memories, query_rows, supersession_at,
 };
 use crate::db_err;
+use crate::meta::{bump_generation, read_generation, read_signature};
 use crate::schema::migrate;
 use crate::writes::{check_signature, insert_memory, insert_supersession};
-
-pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
-pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
 
 /// How long a statement waits for another connection's lock before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -224,61 +222,6 @@ fn restrict_permissions(path: &Path) -> Result<(), StoreError> {
 #[cfg(not(unix))]
 fn restrict_permissions(_path: &Path) -> Result<(), StoreError> {
     Ok(())
-}
-
-pub(crate) fn bump_generation(tx: &Transaction<'_>, user: &str) -> StoreResult<Generation> {
-    let generation: i64 = tx
-        .query_row(
-            "INSERT INTO user_generations (user_id, generation) VALUES (?1, 1)
-             ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1
-             RETURNING generation",
-            params![user],
-            |r| r.get(0),
-        )
-        .map_err(db_err)?;
-    Ok(Generation(generation as u64))
-}
-
-fn read_generation(conn: &Connection, user: &str) -> StoreResult<Generation> {
-    let generation: Option<i64> = conn
-        .query_row(
-            "SELECT generation FROM user_generations WHERE user_id = ?1",
-            params![user],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_err)?;
-    Ok(Generation(generation.unwrap_or(0) as u64))
-}
-
-pub(crate) fn read_signature(conn: &Connection) -> StoreResult<Option<EmbeddingSignature>> {
-    let text: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = ?1",
-            params![SIGNATURE_KEY],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_err)?;
-    text.map(|t| {
-        EmbeddingSignature::decode(&t)
-            .ok_or_else(|| StoreError::Corrupt(format!("embedding signature {t:?}")))
-    })
-    .transpose()
-}
-
-pub(crate) fn query_memories(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> StoreResult<Vec<Memory>> {
-    let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
-    let rows = stmt
-        .query_map(params, |r| MemoryRow::read(r, 0))
-        .map_err(db_err)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(db_err)?;
-    rows.into_iter().map(MemoryRow::decode).collect()
 }
 
 fn memory_exists(conn: &Connection, user: &str, id: &str) -> StoreResult<bool> {

@@ -9,8 +9,8 @@ use rusqlite::{Transaction, params};
 
 use crate::codec::{encode_id, encode_list, encode_time, encode_vector};
 use crate::db_err;
+use crate::meta::{SIGNATURE_KEY, bump_generation, read_signature};
 use crate::records::{BACKEND, SqliteRecords};
-use crate::store::{SIGNATURE_KEY, bump_generation, read_signature};
 
 /// Refuses a signature other than the store's; the first write records its own.
 pub(crate) fn check_signature(
