@@ -19,6 +19,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod counting;
+pub mod migrations;
 pub mod reference;
 pub mod scenarios;
 pub mod skip;

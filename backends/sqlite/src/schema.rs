@@ -64,19 +64,7 @@ mod tests {
 
     #[test]
     fn migrations_are_the_numbered_files_in_order() {
-        // A step added as a file but not listed (or listed out of order) would never run.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(".sql"))
-            .collect();
-        files.sort();
-        assert_eq!(files.len(), MIGRATIONS.len(), "{files:?}");
-        for (i, name) in files.iter().enumerate() {
-            assert!(name.starts_with(&format!("{:04}_", i + 1)), "{name}");
-            let text = std::fs::read_to_string(dir.join(name)).unwrap();
-            assert_eq!(text, MIGRATIONS[i], "{name} is not step {}", i + 1);
-        }
+        cortex_conformance::migrations::assert_numbered_files(&dir, MIGRATIONS);
     }
 }
