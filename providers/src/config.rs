@@ -182,12 +182,8 @@ fn known_dimension(model: &str) -> Option<usize> {
 }
 
 impl ProviderConfig {
-    /// Reads the process environment.
-    pub fn from_env() -> Result<Self, ProviderError> {
-        Self::from_env_map(|name| std::env::var(name).ok())
-    }
-
-    /// Reads settings through `get`; empty values count as unset.
+    /// Reads settings through `get` (the app passes its one reader of the process
+    /// environment); empty values count as unset.
     pub fn from_env_map(get: impl Fn(&str) -> Option<String>) -> Result<Self, ProviderError> {
         let var = |name: &str| {
             get(name)

@@ -136,10 +136,6 @@ impl RerankConfig {
         }
         Ok(Some(config))
     }
-
-    pub fn from_env() -> Result<Option<Self>, ProviderError> {
-        Self::from_env_map(|name| std::env::var(name).ok())
-    }
 }
 
 /// A hosted cross-encoder reranker.

@@ -53,7 +53,7 @@ pub(crate) fn decode_list(text: &str) -> Result<Vec<String>, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("list {text:?}: {e}")))
 }
 
-/// The memory columns, in the order [`MEMORY_COLUMNS`] selects them.
+/// The memory columns [`MEMORY_COLUMNS`] selects, as stored.
 pub(crate) struct MemoryRow {
     pub seq: i64,
     pub id: String,
@@ -68,16 +68,16 @@ pub(crate) const MEMORY_COLUMNS: &str =
     "m.seq, m.id, m.user_id, m.content, m.kind, m.tags, m.created_at";
 
 impl MemoryRow {
-    /// Reads the columns starting at `at`.
-    pub(crate) fn read(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Self> {
+    /// Reads the columns by name, wherever the select puts them.
+    pub(crate) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
-            seq: row.get(at)?,
-            id: row.get(at + 1)?,
-            user_id: row.get(at + 2)?,
-            content: row.get(at + 3)?,
-            kind: row.get(at + 4)?,
-            tags: row.get(at + 5)?,
-            created_at: row.get(at + 6)?,
+            seq: row.get("seq")?,
+            id: row.get("id")?,
+            user_id: row.get("user_id")?,
+            content: row.get("content")?,
+            kind: row.get("kind")?,
+            tags: row.get("tags")?,
+            created_at: row.get("created_at")?,
         })
     }
 
@@ -98,76 +98,76 @@ impl MemoryRow {
 }
 
 /// A text column the schema declares NOT NULL.
-fn text(r: &Row<'_>, i: usize) -> StoreResult<String> {
-    let value: Option<String> = r.get(i).map_err(db_err)?;
-    value.ok_or_else(|| StoreError::Corrupt(format!("column {i} is NULL")))
+fn text(r: &Row<'_>, column: &str) -> StoreResult<String> {
+    let value: Option<String> = r.get(column).map_err(db_err)?;
+    value.ok_or_else(|| StoreError::Corrupt(format!("column {column} is NULL")))
 }
 
-fn maybe(r: &Row<'_>, i: usize) -> StoreResult<Option<String>> {
-    r.get(i).map_err(db_err)
+fn maybe(r: &Row<'_>, column: &str) -> StoreResult<Option<String>> {
+    r.get(column).map_err(db_err)
 }
 
-/// The columns [`supersession_at`] reads, in its order.
+/// The columns [`supersession_of`] reads.
 pub(crate) const SUPERSESSION_COLUMNS: &str = "old_id, new_id, reason, created_at";
 
-pub(crate) fn supersession_at(r: &Row<'_>, at: usize) -> StoreResult<Supersession> {
+pub(crate) fn supersession_of(r: &Row<'_>) -> StoreResult<Supersession> {
     Ok(Supersession {
-        old_id: decode_id(&text(r, at)?)?,
-        new_id: decode_id(&text(r, at + 1)?)?,
-        reason: text(r, at + 2)?,
-        created_at: decode_time(&text(r, at + 3)?)?,
+        old_id: decode_id(&text(r, "old_id")?)?,
+        new_id: decode_id(&text(r, "new_id")?)?,
+        reason: text(r, "reason")?,
+        created_at: decode_time(&text(r, "created_at")?)?,
     })
 }
 
-/// The columns [`event_at`] reads, in its order; unambiguous beside `memories`.
+/// The columns [`event_of`] reads; none shares a name with a memory column.
 pub(crate) const EVENT_COLUMNS: &str = "memory_id, event_time, actor, location, event_type";
 
-pub(crate) fn event_at(r: &Row<'_>, at: usize) -> StoreResult<Event> {
+pub(crate) fn event_of(r: &Row<'_>) -> StoreResult<Event> {
     Ok(Event {
-        memory_id: decode_id(&text(r, at)?)?,
-        event_time: decode_time(&text(r, at + 1)?)?,
-        actor: maybe(r, at + 2)?,
-        location: maybe(r, at + 3)?,
-        event_type: maybe(r, at + 4)?,
+        memory_id: decode_id(&text(r, "memory_id")?)?,
+        event_time: decode_time(&text(r, "event_time")?)?,
+        actor: maybe(r, "actor")?,
+        location: maybe(r, "location")?,
+        event_type: maybe(r, "event_type")?,
     })
 }
 
-/// The columns [`entity_at`] reads, in its order.
+/// The columns [`entity_of`] reads.
 pub(crate) const ENTITY_COLUMNS: &str =
     "id, name, normalized_name, entity_type, aliases, created_at";
 
-pub(crate) fn entity_at(r: &Row<'_>, at: usize) -> StoreResult<Entity> {
+pub(crate) fn entity_of(r: &Row<'_>) -> StoreResult<Entity> {
     Ok(Entity {
-        id: decode_id(&text(r, at)?)?,
-        name: text(r, at + 1)?,
-        normalized_name: text(r, at + 2)?,
-        entity_type: maybe(r, at + 3)?,
-        aliases: decode_list(&text(r, at + 4)?)?,
-        created_at: decode_time(&text(r, at + 5)?)?,
+        id: decode_id(&text(r, "id")?)?,
+        name: text(r, "name")?,
+        normalized_name: text(r, "normalized_name")?,
+        entity_type: maybe(r, "entity_type")?,
+        aliases: decode_list(&text(r, "aliases")?)?,
+        created_at: decode_time(&text(r, "created_at")?)?,
     })
 }
 
-/// The columns [`edge_at`] reads, in its order.
+/// The columns [`edge_of`] reads.
 pub(crate) const EDGE_COLUMNS: &str = "source, target, label, memory_id, created_at";
 
-pub(crate) fn edge_at(r: &Row<'_>, at: usize) -> StoreResult<EntityEdge> {
+pub(crate) fn edge_of(r: &Row<'_>) -> StoreResult<EntityEdge> {
     Ok(EntityEdge {
-        source: decode_id(&text(r, at)?)?,
-        target: decode_id(&text(r, at + 1)?)?,
-        label: text(r, at + 2)?,
-        memory_id: maybe(r, at + 3)?.as_deref().map(decode_id).transpose()?,
-        created_at: decode_time(&text(r, at + 4)?)?,
+        source: decode_id(&text(r, "source")?)?,
+        target: decode_id(&text(r, "target")?)?,
+        label: text(r, "label")?,
+        memory_id: maybe(r, "memory_id")?.as_deref().map(decode_id).transpose()?,
+        created_at: decode_time(&text(r, "created_at")?)?,
     })
 }
 
-/// The columns [`link_at`] reads, in its order.
+/// The columns [`link_of`] reads.
 pub(crate) const LINK_COLUMNS: &str = "memory_id, entity_id, role";
 
-pub(crate) fn link_at(r: &Row<'_>, at: usize) -> StoreResult<EntityLink> {
-    let role = text(r, at + 2)?;
+pub(crate) fn link_of(r: &Row<'_>) -> StoreResult<EntityLink> {
+    let role = text(r, "role")?;
     Ok(EntityLink {
-        memory_id: decode_id(&text(r, at)?)?,
-        entity_id: decode_id(&text(r, at + 1)?)?,
+        memory_id: decode_id(&text(r, "memory_id")?)?,
+        entity_id: decode_id(&text(r, "entity_id")?)?,
         role: EntityRole::parse(&role)
             .ok_or_else(|| StoreError::Corrupt(format!("entity role {role:?}")))?,
     })
@@ -192,7 +192,7 @@ pub(crate) fn query_rows<T>(
 /// The predicate a live memory `m` satisfies: nothing supersedes it.
 pub(crate) const LIVE: &str = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)";
 
-/// Runs `sql` (selecting [`MEMORY_COLUMNS`] first) and decodes each row.
+/// Runs `sql` (selecting [`MEMORY_COLUMNS`]) and decodes each row.
 pub(crate) fn query_memories(
     conn: &Connection,
     sql: &str,
@@ -200,7 +200,7 @@ pub(crate) fn query_memories(
 ) -> StoreResult<Vec<Memory>> {
     let mut stmt = conn.prepare_cached(sql).map_err(db_err)?;
     let rows = stmt
-        .query_map(params, |r| MemoryRow::read(r, 0))
+        .query_map(params, MemoryRow::read)
         .map_err(db_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(db_err)?;

@@ -11,8 +11,8 @@ use cortex_core::{EnrichmentStore, EntityLink, ExtractionRecords, Memory, Memory
 use rusqlite::params;
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_at, encode_id,
-    encode_time, entity_at, event_at, query_rows,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_of, encode_id,
+    encode_time, entity_of, event_of, query_rows,
 };
 use crate::codec::{LIVE, query_memories};
 use crate::db_err;
@@ -68,8 +68,8 @@ impl EnrichmentStore for SqliteStore {
             );
             query_rows(conn, &sql, params![user, since, until, limit], |r| {
                 Ok(TimelineEntry {
-                    memory: MemoryRow::read(r, 0).map_err(db_err)?.decode()?,
-                    event: event_at(r, 7)?,
+                    memory: MemoryRow::read(r).map_err(db_err)?.decode()?,
+                    event: event_of(r)?,
                 })
             })
         })
@@ -96,7 +96,7 @@ impl EnrichmentStore for SqliteStore {
         self.run(move |conn| {
             let sql =
                 format!("SELECT {ENTITY_COLUMNS} FROM entities WHERE id = ?1 AND user_id = ?2");
-            Ok(query_rows(conn, &sql, params![id, user], |r| entity_at(r, 0))?.pop())
+            Ok(query_rows(conn, &sql, params![id, user], entity_of)?.pop())
         })
         .await
     }
@@ -118,7 +118,7 @@ impl EnrichmentStore for SqliteStore {
                  WHERE user_id = ?1 AND (source = ?2 OR target = ?2)
                  ORDER BY seq"
             );
-            query_rows(conn, &sql, params![user, id], |r| edge_at(r, 0))
+            query_rows(conn, &sql, params![user, id], edge_of)
         })
         .await
     }

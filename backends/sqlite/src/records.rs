@@ -10,7 +10,7 @@ use cortex_core::records::{Entity, EntityEdge, EntityId, Event};
 use cortex_core::{EntityLink, MemoryId, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::codec::{ENTITY_COLUMNS, decode_id, encode_id, encode_list, encode_time, entity_at};
+use crate::codec::{ENTITY_COLUMNS, decode_id, encode_id, encode_list, encode_time, entity_of};
 use crate::db_err;
 
 /// The name [`run_ready`](cortex_core::record_tx::run_ready) gives this store in an error.
@@ -53,7 +53,7 @@ impl RecordTx for SqliteRecords<'_> {
         let mut rows = stmt.query(params![user, key]).map_err(db_err)?;
         rows.next()
             .map_err(db_err)?
-            .map(|r| entity_at(r, 0))
+            .map(entity_of)
             .transpose()
     }
 
@@ -108,14 +108,7 @@ impl RecordTx for SqliteRecords<'_> {
                 "SELECT EXISTS (SELECT 1 FROM events
                  WHERE memory_id = ?1 AND user_id = ?2 AND event_time = ?3
                    AND actor IS ?4 AND location IS ?5 AND event_type IS ?6)",
-                params![
-                    encode_id(&event.memory_id),
-                    user,
-                    encode_time(&event.event_time),
-                    event.actor,
-                    event.location,
-                    event.event_type,
-                ],
+                event_params(user, event),
                 |r| r.get(0),
             )
             .map_err(db_err)
@@ -126,14 +119,7 @@ impl RecordTx for SqliteRecords<'_> {
             .execute(
                 "INSERT INTO events (memory_id, user_id, event_time, actor, location, event_type)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    encode_id(&event.memory_id),
-                    user,
-                    encode_time(&event.event_time),
-                    event.actor,
-                    event.location,
-                    event.event_type,
-                ],
+                event_params(user, event),
             )
             .map_err(db_err)?;
         Ok(())
@@ -176,4 +162,17 @@ impl RecordTx for SqliteRecords<'_> {
             .map_err(db_err)?;
         Ok(inserted > 0)
     }
+}
+
+/// An event row's six values, in the order both the existence check and the insert bind
+/// them (?1 to ?6), so the two cannot disagree on what "the same event" is.
+fn event_params<'a>(user: &'a str, event: &'a Event) -> impl rusqlite::Params + 'a {
+    (
+        encode_id(&event.memory_id),
+        user,
+        encode_time(&event.event_time),
+        event.actor.as_deref(),
+        event.location.as_deref(),
+        event.event_type.as_deref(),
+    )
 }

@@ -24,7 +24,7 @@ pub(crate) fn unstaged(
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
     let rows = stmt
-        .query_map(params![after, signature, limit], |r| MemoryRow::read(r, 0))
+        .query_map(params![after, signature, limit], MemoryRow::read)
         .map_err(db_err)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(db_err)?;

@@ -15,7 +15,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
     LIVE, MEMORY_COLUMNS, MemoryRow, SUPERSESSION_COLUMNS, decode_id, decode_vector, encode_id,
-    query_memories, query_rows, supersession_at,
+    query_memories, query_rows, supersession_of,
 };
 use crate::db_err;
 use crate::meta::{bump_generation, read_generation, read_signature};
@@ -381,8 +381,8 @@ impl MemoryStore for SqliteStore {
             let mut rows = stmt.query(params![user]).map_err(db_err)?;
             let mut index = MemoryIndex::new(dimension);
             while let Some(row) = rows.next().map_err(db_err)? {
-                let memory = MemoryRow::read(row, 0).map_err(db_err)?.decode()?;
-                let blob = row.get_ref(7).map_err(db_err)?;
+                let memory = MemoryRow::read(row).map_err(db_err)?.decode()?;
+                let blob = row.get_ref("embedding").map_err(db_err)?;
                 let bytes = blob
                     .as_blob()
                     .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
@@ -421,7 +421,7 @@ impl MemoryStore for SqliteStore {
                  WHERE user_id = ?1 AND (old_id = ?2 OR new_id = ?2)
                  ORDER BY created_at, rowid"
             );
-            query_rows(conn, &sql, params![user, id], |r| supersession_at(r, 0))
+            query_rows(conn, &sql, params![user, id], supersession_of)
         })
         .await
     }

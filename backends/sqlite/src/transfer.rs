@@ -12,8 +12,8 @@ use rusqlite::{Connection, Transaction, params};
 
 use crate::codec::{
     EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, MEMORY_COLUMNS, MemoryRow,
-    SUPERSESSION_COLUMNS, decode_vector, edge_at, entity_at, event_at, link_at, query_rows,
-    supersession_at,
+    SUPERSESSION_COLUMNS, decode_vector, edge_of, entity_of, event_of, link_of, query_rows,
+    supersession_of,
 };
 use crate::db_err;
 use crate::records::{BACKEND, SqliteRecords};
@@ -44,11 +44,11 @@ fn read_records(
     );
     query_rows(conn, &sql, params![user, limit, offset], |r| {
         Ok(match kind {
-            RecordKind::Supersession => Record::Supersession(supersession_at(r, 0)?),
-            RecordKind::Event => Record::Event(event_at(r, 0)?),
-            RecordKind::Entity => Record::Entity(entity_at(r, 0)?),
-            RecordKind::Edge => Record::Edge(edge_at(r, 0)?),
-            RecordKind::Link => Record::Link(link_at(r, 0)?),
+            RecordKind::Supersession => Record::Supersession(supersession_of(r)?),
+            RecordKind::Event => Record::Event(event_of(r)?),
+            RecordKind::Entity => Record::Entity(entity_of(r)?),
+            RecordKind::Edge => Record::Edge(edge_of(r)?),
+            RecordKind::Link => Record::Link(link_of(r)?),
         })
     })
 }
@@ -125,7 +125,7 @@ impl TransferStore for SqliteStore {
         self.run(move |conn| {
             let sql = format!(
                 "SELECT {MEMORY_COLUMNS}, m.embedding,
-                        EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id)
+                        EXISTS (SELECT 1 FROM supersessions s WHERE s.old_id = m.id) AS superseded
                  FROM memories m WHERE m.user_id = ?1 AND m.seq > ?2
                  ORDER BY m.seq LIMIT ?3"
             );
@@ -133,14 +133,14 @@ impl TransferStore for SqliteStore {
             let mut rows = stmt.query(params![user, after, limit]).map_err(db_err)?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(db_err)? {
-                let memory = MemoryRow::read(row, 0).map_err(db_err)?.decode()?;
-                let blob = row.get_ref(7).map_err(db_err)?;
+                let memory = MemoryRow::read(row).map_err(db_err)?.decode()?;
+                let blob = row.get_ref("embedding").map_err(db_err)?;
                 let bytes = blob
                     .as_blob()
                     .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
                 out.push(StoredMemory {
                     embedding: decode_vector(bytes)?,
-                    superseded: row.get(8).map_err(db_err)?,
+                    superseded: row.get("superseded").map_err(db_err)?,
                     memory,
                 });
             }
