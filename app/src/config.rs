@@ -82,6 +82,13 @@ pub const ENV_VARS: &[&str] = &[
     "RUST_LOG",
 ];
 
+/// The one reader of the process environment: every setting the app and the commands use
+/// comes through here (or through a lookup a test passes instead), trimmed, with an empty
+/// or blank value counting as unset, so `VAR=` in a compose file means "the default".
+pub fn env_var(name: &str) -> Option<String> {
+    set(&|name| std::env::var(name).ok(), name)
+}
+
 /// `CORTEX_USER_ID` when unset.
 pub const DEFAULT_USER_ID: &str = "default";
 
@@ -143,7 +150,7 @@ pub struct StoreSettings {
 impl StoreSettings {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(&|name| std::env::var(name).ok())
+        Self::from_lookup(&env_var)
     }
 
     /// Reads settings through `get`, exactly as [`ServerConfig::from_lookup`] reads them.
@@ -206,7 +213,7 @@ fn read_storage(var: &dyn Fn(&str) -> Option<String>) -> Result<Storage, ConfigE
 impl ServerConfig {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(&|name| std::env::var(name).ok())
+        Self::from_lookup(&env_var)
     }
 
     /// Reads settings through `get`; empty or blank values count as unset.

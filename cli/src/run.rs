@@ -29,7 +29,7 @@ const MIN_DEPTH: usize = 10;
 pub async fn execute(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Bench(args) => {
-            let env = |name: &str| std::env::var(name).ok();
+            let env = cortex_app::env_var;
             let text = match args.format {
                 Format::Longmemeval => markdown(&bench(&args, &env).await?),
                 Format::Locomo | Format::Memories => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use cortex_app::env_var;
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
 use cortex_mcp::{BearerToken, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
@@ -84,7 +85,7 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
         Some(addr) => {
             // The token is checked before binding: a server that would refuse every
             // request must not hold the port.
-            let token = BearerToken::new(std::env::var("CORTEX_HTTP_TOKEN").ok().as_deref())
+            let token = BearerToken::new(env_var("CORTEX_HTTP_TOKEN").as_deref())
                 .map_err(HttpError::from)?;
             let engine = lazy_engine();
             let listener = http::bind(&addr).await?;
@@ -92,7 +93,7 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
                 addr: addr.clone(),
                 source,
             })?;
-            let policy = HttpPolicy::from_lookup(|var| std::env::var(var).ok(), &addr, bound)?;
+            let policy = HttpPolicy::from_lookup(env_var, &addr, bound)?;
             tracing::info!(
                 allowed_hosts = ?policy.hosts,
                 allowed_origins = ?policy.origins,

@@ -4,13 +4,16 @@
 // Test helpers outside #[test] fns panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/stdio.rs"]
+mod stdio;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
 
@@ -103,46 +106,11 @@ fn stdio_stdout_carries_only_mcp_messages() {
     .spawn()
     .unwrap();
 
-    let mut stdin = child.stdin.take().unwrap();
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "0"}
-        }}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "list_memories", "arguments": {}
-        }}),
-    ];
-    for message in &messages {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    // Requests are served concurrently: match replies by id, not by order.
-    let mut replies = std::collections::HashMap::new();
-    while replies.len() < 3 {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a reply on stdout");
-        let value: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
-        assert_eq!(value["jsonrpc"], "2.0", "{line}");
-        if let Some(id) = value["id"].as_u64() {
-            replies.insert(id, value);
-        }
-    }
+    let (replies, stdin) =
+        stdio::exchange(&mut child, "list_memories", json!({})).unwrap_or_else(|why| {
+            let _ = child.kill();
+            panic!("{why}")
+        });
     let tools = replies[&2]["result"]["tools"].as_array();
     assert_eq!(tools.map(Vec::len), Some(6), "{:?}", replies[&2]);
     // The missing key makes the call a tool error naming it, not a crash.

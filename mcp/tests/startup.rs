@@ -8,7 +8,10 @@
 // Test helpers outside #[test] fns panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[path = "support/stdio.rs"]
+mod stdio;
+
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -75,44 +78,14 @@ fn one_call(
     String,
 ) {
     let mut child = spawn(&[], env);
-    let mut stdin = child.stdin.take().unwrap();
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "startup-probe", "version": "0"}
-        }}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": tool, "arguments": arguments
-        }}),
-    ];
-    for message in &messages {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut replies = std::collections::HashMap::new();
-    while replies.len() < 3 {
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+    let (replies, stdin) = match stdio::exchange(&mut child, tool, arguments) {
+        Ok(done) => done,
+        Err(why) => {
             let _ = child.kill();
             let (_, _, stderr) = exit_within(child, Duration::from_secs(10));
-            panic!("no reply on stdout; got {replies:?}; stderr: {stderr}");
-        };
-        let value: Value = serde_json::from_str(&line).unwrap();
-        if let Some(id) = value["id"].as_u64() {
-            replies.insert(id, value);
+            panic!("{why}; stderr: {stderr}");
         }
-    }
+    };
     drop(stdin);
     let (status, _, stderr) = exit_within(child, Duration::from_secs(10));
     (replies, status, stderr)
@@ -218,44 +191,14 @@ fn a_valid_configuration_without_any_key_serves_and_reports_the_key_per_call() {
     let db = dir.path().join("memory.db");
     // An empty home: no local model in its default directory.
     let mut child = spawn(&[], &[("HOME", dir.path()), ("CORTEX_DB_PATH", &db)]);
-    let mut stdin = child.stdin.take().unwrap();
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "startup-probe", "version": "0"}
-        }}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "recall", "arguments": {"query": "what do I like?"}
-        }}),
-    ];
-    for message in &messages {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut replies = std::collections::HashMap::new();
-    while replies.len() < 3 {
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+    let arguments = json!({"query": "what do I like?"});
+    let (replies, stdin) = match stdio::exchange(&mut child, "recall", arguments) {
+        Ok(done) => done,
+        Err(why) => {
             let _ = child.kill();
-            panic!("no reply on stdout; got {replies:?}");
-        };
-        let value: Value = serde_json::from_str(&line).unwrap();
-        if let Some(id) = value["id"].as_u64() {
-            replies.insert(id, value);
+            panic!("{why}");
         }
-    }
+    };
     assert_eq!(
         replies[&1]["result"]["serverInfo"]["name"], "cortex-mcp",
         "{:?}",

@@ -1,25 +1,32 @@
-//! Rows to records: the columns each record is read from, and its one decoder.
+//! Rows to records: the columns each record is read from, and its one decoder. A decoder
+//! reads its columns by name, so it reads them wherever a statement puts them (beside
+//! another record's, or after some other columns).
 
 use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
 use cortex_core::{EntityLink, Memory, MemoryKind, StoreError};
-use sea_query::{ColumnRef, IntoColumnRef};
+use sea_query::{ColumnRef, IntoColumnRef, IntoIden};
 use tokio_postgres::Row;
 
-use crate::sql::get;
+use crate::sql::get_named;
+use crate::tables::{Entities, EntityEdges, Events, Memories, MemoryEntities, Supersessions};
 
-/// The memory columns every memory read selects, in [`memory_at`]'s order.
-pub(crate) const MEMORY_COLUMNS: [&str; 7] = [
-    "seq",
-    "id",
-    "user_id",
-    "content",
-    "kind",
-    "tags",
-    "created_at",
+/// The memory columns every memory read selects, which [`memory_of`] reads.
+pub(crate) const MEMORY_COLUMNS: [Memories; 7] = [
+    Memories::Seq,
+    Memories::Id,
+    Memories::UserId,
+    Memories::Content,
+    Memories::Kind,
+    Memories::Tags,
+    Memories::CreatedAt,
 ];
 
 /// `columns` qualified by a table alias.
-pub(crate) fn qualified(alias: &'static str, columns: &[&'static str]) -> Vec<ColumnRef> {
+pub(crate) fn qualified<A, C>(alias: A, columns: &[C]) -> Vec<ColumnRef>
+where
+    A: IntoIden + Copy,
+    C: IntoIden + Copy,
+{
     columns
         .iter()
         .map(|c| (alias, *c).into_column_ref())
@@ -27,89 +34,109 @@ pub(crate) fn qualified(alias: &'static str, columns: &[&'static str]) -> Vec<Co
 }
 
 /// [`MEMORY_COLUMNS`] qualified by a table alias.
-pub(crate) fn memory_columns(alias: &'static str) -> Vec<ColumnRef> {
+pub(crate) fn memory_columns(alias: impl IntoIden + Copy) -> Vec<ColumnRef> {
     qualified(alias, &MEMORY_COLUMNS)
 }
 
-/// The memory whose columns start at `at`.
-pub(crate) fn memory_at(row: &Row, at: usize) -> Result<Memory, StoreError> {
-    let kind: String = get(row, at + 4)?;
+/// The memory in a row holding [`MEMORY_COLUMNS`].
+pub(crate) fn memory_of(row: &Row) -> Result<Memory, StoreError> {
+    let kind: String = get_named(row, Memories::Kind)?;
     Ok(Memory {
-        seq: get(row, at)?,
-        id: get(row, at + 1)?,
-        user_id: get(row, at + 2)?,
-        content: get(row, at + 3)?,
+        seq: get_named(row, Memories::Seq)?,
+        id: get_named(row, Memories::Id)?,
+        user_id: get_named(row, Memories::UserId)?,
+        content: get_named(row, Memories::Content)?,
         kind: kind
             .parse::<MemoryKind>()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        tags: get(row, at + 5)?,
-        created_at: get(row, at + 6)?,
+        tags: get_named(row, Memories::Tags)?,
+        created_at: get_named(row, Memories::CreatedAt)?,
     })
 }
 
-pub(crate) const ENTITY_COLUMNS: [&str; 6] = [
-    "id",
-    "name",
-    "normalized_name",
-    "entity_type",
-    "aliases",
-    "created_at",
+pub(crate) const ENTITY_COLUMNS: [Entities; 6] = [
+    Entities::Id,
+    Entities::Name,
+    Entities::NormalizedName,
+    Entities::EntityType,
+    Entities::Aliases,
+    Entities::CreatedAt,
 ];
 
-pub(crate) fn entity_at(row: &Row, at: usize) -> Result<Entity, StoreError> {
+pub(crate) fn entity_of(row: &Row) -> Result<Entity, StoreError> {
     Ok(Entity {
-        id: get(row, at)?,
-        name: get(row, at + 1)?,
-        normalized_name: get(row, at + 2)?,
-        entity_type: get(row, at + 3)?,
-        aliases: get(row, at + 4)?,
-        created_at: get(row, at + 5)?,
+        id: get_named(row, Entities::Id)?,
+        name: get_named(row, Entities::Name)?,
+        normalized_name: get_named(row, Entities::NormalizedName)?,
+        entity_type: get_named(row, Entities::EntityType)?,
+        aliases: get_named(row, Entities::Aliases)?,
+        created_at: get_named(row, Entities::CreatedAt)?,
     })
 }
 
-pub(crate) const SUPERSESSION_COLUMNS: [&str; 4] = ["old_id", "new_id", "reason", "created_at"];
+pub(crate) const SUPERSESSION_COLUMNS: [Supersessions; 4] = [
+    Supersessions::OldId,
+    Supersessions::NewId,
+    Supersessions::Reason,
+    Supersessions::CreatedAt,
+];
 
-pub(crate) fn supersession_at(row: &Row, at: usize) -> Result<Supersession, StoreError> {
+pub(crate) fn supersession_of(row: &Row) -> Result<Supersession, StoreError> {
     Ok(Supersession {
-        old_id: get(row, at)?,
-        new_id: get(row, at + 1)?,
-        reason: get(row, at + 2)?,
-        created_at: get(row, at + 3)?,
+        old_id: get_named(row, Supersessions::OldId)?,
+        new_id: get_named(row, Supersessions::NewId)?,
+        reason: get_named(row, Supersessions::Reason)?,
+        created_at: get_named(row, Supersessions::CreatedAt)?,
     })
 }
 
-pub(crate) const EVENT_COLUMNS: [&str; 5] =
-    ["memory_id", "event_time", "actor", "location", "event_type"];
+pub(crate) const EVENT_COLUMNS: [Events; 5] = [
+    Events::MemoryId,
+    Events::EventTime,
+    Events::Actor,
+    Events::Location,
+    Events::EventType,
+];
 
-pub(crate) fn event_at(row: &Row, at: usize) -> Result<Event, StoreError> {
+pub(crate) fn event_of(row: &Row) -> Result<Event, StoreError> {
     Ok(Event {
-        memory_id: get(row, at)?,
-        event_time: get(row, at + 1)?,
-        actor: get(row, at + 2)?,
-        location: get(row, at + 3)?,
-        event_type: get(row, at + 4)?,
+        memory_id: get_named(row, Events::MemoryId)?,
+        event_time: get_named(row, Events::EventTime)?,
+        actor: get_named(row, Events::Actor)?,
+        location: get_named(row, Events::Location)?,
+        event_type: get_named(row, Events::EventType)?,
     })
 }
 
-pub(crate) const EDGE_COLUMNS: [&str; 5] = ["source", "target", "label", "memory_id", "created_at"];
+pub(crate) const EDGE_COLUMNS: [EntityEdges; 5] = [
+    EntityEdges::Source,
+    EntityEdges::Target,
+    EntityEdges::Label,
+    EntityEdges::MemoryId,
+    EntityEdges::CreatedAt,
+];
 
-pub(crate) fn edge_at(row: &Row, at: usize) -> Result<EntityEdge, StoreError> {
+pub(crate) fn edge_of(row: &Row) -> Result<EntityEdge, StoreError> {
     Ok(EntityEdge {
-        source: get(row, at)?,
-        target: get(row, at + 1)?,
-        label: get(row, at + 2)?,
-        memory_id: get(row, at + 3)?,
-        created_at: get(row, at + 4)?,
+        source: get_named(row, EntityEdges::Source)?,
+        target: get_named(row, EntityEdges::Target)?,
+        label: get_named(row, EntityEdges::Label)?,
+        memory_id: get_named(row, EntityEdges::MemoryId)?,
+        created_at: get_named(row, EntityEdges::CreatedAt)?,
     })
 }
 
-pub(crate) const LINK_COLUMNS: [&str; 3] = ["memory_id", "entity_id", "role"];
+pub(crate) const LINK_COLUMNS: [MemoryEntities; 3] = [
+    MemoryEntities::MemoryId,
+    MemoryEntities::EntityId,
+    MemoryEntities::Role,
+];
 
-pub(crate) fn link_at(row: &Row, at: usize) -> Result<EntityLink, StoreError> {
-    let role: String = get(row, at + 2)?;
+pub(crate) fn link_of(row: &Row) -> Result<EntityLink, StoreError> {
+    let role: String = get_named(row, MemoryEntities::Role)?;
     Ok(EntityLink {
-        memory_id: get(row, at)?,
-        entity_id: get(row, at + 1)?,
+        memory_id: get_named(row, MemoryEntities::MemoryId)?,
+        entity_id: get_named(row, MemoryEntities::EntityId)?,
         role: EntityRole::parse(&role)
             .ok_or_else(|| StoreError::Corrupt(format!("entity role {role:?}")))?,
     })

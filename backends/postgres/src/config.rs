@@ -120,12 +120,8 @@ impl PostgresConfig {
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
     /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000) and
-    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0).
-    pub fn from_env() -> Result<Self, StoreError> {
-        Self::from_lookup(|key| std::env::var(key).ok())
-    }
-
-    /// [`from_env`](Self::from_env) over any variable source (tests pass a map).
+    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0) through `get`: the app passes its one reader of
+    /// the process environment (`cortex_app::env_var`), tests pass a map.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
         let url = get("CORTEX_DATABASE_URL")
             .filter(|u| !u.trim().is_empty())

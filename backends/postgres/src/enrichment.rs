@@ -16,8 +16,8 @@ use deadpool_postgres::{Object, Transaction};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, edge_at, entity_at, event_at,
-    memory_at, memory_columns, qualified,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, edge_of, entity_of, event_of, memory_columns,
+    memory_of, qualified,
 };
 use crate::names::Names;
 use crate::pg_err;
@@ -25,6 +25,7 @@ use crate::pool::Connections;
 use crate::records::PgRecords;
 use crate::sql::{build, limit, row_opt, rows};
 use crate::store::PostgresStore;
+use crate::tables::{Entities, EntityEdges, Events, Memories, MemoryEntities};
 
 pub(crate) async fn timeline(
     pool: &Connections,
@@ -37,32 +38,33 @@ pub(crate) async fn timeline(
     select
         .columns(memory_columns("m"))
         .columns(qualified("e", &EVENT_COLUMNS))
-        .from_as(names.table("events"), "e")
+        .from_as(names.table(Events::Table), "e")
         .join_as(
             JoinType::InnerJoin,
-            names.table("memories"),
+            names.table(Memories::Table),
             "m",
-            Expr::col(("m", "id")).equals(("e", "memory_id")),
+            Expr::col(("m", Memories::Id)).equals(("e", Events::MemoryId)),
         )
-        .and_where(Expr::col(("e", "user_id")).eq(user));
+        .and_where(Expr::col(("e", Events::UserId)).eq(user));
     if let Some(since) = range.since {
-        select.and_where(Expr::col(("e", "event_time")).gte(since));
+        select.and_where(Expr::col(("e", Events::EventTime)).gte(since));
     }
     if let Some(until) = range.until {
-        select.and_where(Expr::col(("e", "event_time")).lt(until));
+        select.and_where(Expr::col(("e", Events::EventTime)).lt(until));
     }
     select
-        .order_by(("e", "event_time"), Order::Asc)
-        .order_by(("m", "seq"), Order::Asc)
+        .order_by(("e", Events::EventTime), Order::Asc)
+        .order_by(("m", Memories::Seq), Order::Asc)
         .limit(limit(max));
     let client = pool.get().await?;
     rows(&client, &build(&select))
         .await?
         .iter()
         .map(|row| {
+            // The memory's and the event's columns share no name.
             Ok(TimelineEntry {
-                memory: memory_at(row, 0)?,
-                event: event_at(row, MEMORY_COLUMNS.len())?,
+                memory: memory_of(row)?,
+                event: event_of(row)?,
             })
         })
         .collect()
@@ -77,14 +79,14 @@ pub(crate) async fn entity(
     let built = build(
         Query::select()
             .columns(ENTITY_COLUMNS)
-            .from(names.table("entities"))
-            .and_where(Expr::col("id").eq(*id))
-            .and_where(Expr::col("user_id").eq(user)),
+            .from(names.table(Entities::Table))
+            .and_where(Expr::col(Entities::Id).eq(*id))
+            .and_where(Expr::col(Entities::UserId).eq(user)),
     );
     let client = pool.get().await?;
     row_opt(&client, &built)
         .await?
-        .map(|row| entity_at(&row, 0))
+        .map(|row| entity_of(&row))
         .transpose()
 }
 
@@ -97,21 +99,17 @@ pub(crate) async fn edges(
     let built = build(
         Query::select()
             .columns(EDGE_COLUMNS)
-            .from(names.table("entity_edges"))
-            .and_where(Expr::col("user_id").eq(user))
+            .from(names.table(EntityEdges::Table))
+            .and_where(Expr::col(EntityEdges::UserId).eq(user))
             .and_where(
-                Expr::col("source")
+                Expr::col(EntityEdges::Source)
                     .eq(*entity)
-                    .or(Expr::col("target").eq(*entity)),
+                    .or(Expr::col(EntityEdges::Target).eq(*entity)),
             )
-            .order_by("seq", Order::Asc),
+            .order_by(EntityEdges::Seq, Order::Asc),
     );
     let client = pool.get().await?;
-    rows(&client, &built)
-        .await?
-        .iter()
-        .map(|row| edge_at(row, 0))
-        .collect()
+    rows(&client, &built).await?.iter().map(edge_of).collect()
 }
 
 pub(crate) async fn entity_memories(
@@ -124,25 +122,21 @@ pub(crate) async fn entity_memories(
     let built = build(
         Query::select()
             .columns(memory_columns("m"))
-            .from_as(names.table("memories"), "m")
-            .and_where(Expr::col(("m", "user_id")).eq(user))
+            .from_as(names.table(Memories::Table), "m")
+            .and_where(Expr::col(("m", Memories::UserId)).eq(user))
             .and_where(Expr::cust("NOT m.superseded"))
             .and_where(Expr::cust_with_values(
                 format!(
                     "EXISTS (SELECT 1 FROM {} l WHERE l.memory_id = m.id AND l.entity_id = $1)",
-                    names.q("memory_entities")
+                    names.q(MemoryEntities::Table)
                 ),
                 [*entity],
             ))
-            .order_by(("m", "seq"), Order::Desc)
+            .order_by(("m", Memories::Seq), Order::Desc)
             .limit(limit(max)),
     );
     let client = pool.get().await?;
-    rows(&client, &built)
-        .await?
-        .iter()
-        .map(|row| memory_at(row, 0))
-        .collect()
+    rows(&client, &built).await?.iter().map(memory_of).collect()
 }
 
 impl PostgresStore {

@@ -8,12 +8,13 @@
 //! table written with the core tokenizer, and the core's fusion, returning what `hybrid_retrieve`
 //! returns over `build_index` on the same data when the dense side is exact.
 //!
-//! Module map: [`config`] (settings and `from_env`), `tls` (URL `sslmode` to a rustls
+//! Module map: [`config`] (settings and `from_lookup`), `tls` (URL `sslmode` to a rustls
 //! connector), `pool` (connections), [`error`] (what a failure says: the server and the
-//! cause), `schema` (migrations and identifiers), `postings` (BM25 postings and per-user
-//! statistics), `dense` (exact or HNSW candidate selection), `search` (the pushdown
-//! statement), `tie_break` (its exact dense order among near-equal distances),
-//! `lexical_paths` (which way its BM25 side went), `codec` (rows to records, one decoder
+//! cause), `schema` (migrations and identifiers), `tables` (the tables and their columns
+//! as sea-query identifiers), `postings` (BM25 postings and per-user statistics),
+//! `search` (the pushdown: its BM25 paths, the dense plan and side, the exact tie-break,
+//! the fusion, the path counters), `diagnostics` (what tests and the bench read of it),
+//! [`inspect`] (a look that changes nothing, for `cortex doctor`), `codec` (rows to records, one decoder
 //! each), `records` (the records' SQL under the core's rules), `enrichment` (events,
 //! entities, edges, links, supersessions), `store` (the `MemoryStore` impl),
 //! `transfer` (paged export reads and id-keeping imports) and `reembed` (staged vectors
@@ -24,6 +25,7 @@ pub mod config;
 mod diagnostics;
 mod enrichment;
 pub mod error;
+mod inspect;
 mod meta;
 mod names;
 mod pool;
@@ -36,6 +38,7 @@ mod schema;
 mod search;
 mod sql;
 mod store;
+mod tables;
 mod tls;
 mod transfer;
 
@@ -45,6 +48,7 @@ pub use config::{
 };
 pub use diagnostics::Diagnostics;
 pub use error::PostgresError;
+pub use inspect::{Inspection, inspect};
 pub use names::validate_schema_name;
 pub use schema::SCHEMA_VERSION;
 pub use search::lexical_path::{LexicalPath, LexicalPaths, RarestFirstLookups};

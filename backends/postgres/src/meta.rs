@@ -8,6 +8,7 @@ use sea_query::{Expr, ExprTrait, LockType, OnConflict, Query};
 use crate::names::Names;
 use crate::pg_err;
 use crate::sql::{build, get, row_opt, sea_err};
+use crate::tables::{Memories, Meta, Users};
 
 pub(crate) const SIGNATURE_KEY: &str = "embedding_signature";
 
@@ -28,9 +29,9 @@ pub(crate) async fn read_signature_locked<C: GenericClient>(
 ) -> Result<Option<EmbeddingSignature>, StoreError> {
     let mut select = Query::select();
     select
-        .column("value")
-        .from(names.table("meta"))
-        .and_where(Expr::col("key").eq(SIGNATURE_KEY));
+        .column(Meta::Value)
+        .from(names.table(Meta::Table))
+        .and_where(Expr::col(Meta::Key).eq(SIGNATURE_KEY));
     if let Some(lock) = lock {
         select.lock(lock);
     }
@@ -54,12 +55,12 @@ pub(crate) async fn record_signature<C: GenericClient>(
 ) -> Result<(), StoreError> {
     let built = build(
         Query::insert()
-            .into_table(names.table("meta"))
-            .columns(["key", "value"])
+            .into_table(names.table(Meta::Table))
+            .columns([Meta::Key, Meta::Value])
             .values([SIGNATURE_KEY.into(), signature.encode().into()])
             .map_err(sea_err)?
-            .on_conflict(OnConflict::column("key").do_nothing().to_owned())
-            .returning_col("key"),
+            .on_conflict(OnConflict::column(Meta::Key).do_nothing().to_owned())
+            .returning_col(Meta::Key),
     );
     if row_opt(client, &built).await?.is_some() {
         // DDL cannot bind parameters; the dimension is an integer we hold.
@@ -67,7 +68,7 @@ pub(crate) async fn record_signature<C: GenericClient>(
             .batch_execute(&format!(
                 "ALTER TABLE {} ADD CONSTRAINT memories_embedding_dim \
                  CHECK (vector_dims(embedding) = {})",
-                names.q("memories"),
+                names.q(Memories::Table),
                 signature.dimension
             ))
             .await
@@ -98,9 +99,9 @@ pub(crate) async fn read_generation<C: GenericClient>(
 ) -> Result<Generation, StoreError> {
     let built = build(
         Query::select()
-            .column("generation")
-            .from(names.table("users"))
-            .and_where(Expr::col("user_id").eq(user)),
+            .column(Users::Generation)
+            .from(names.table(Users::Table))
+            .and_where(Expr::col(Users::UserId).eq(user)),
     );
     Ok(match row_opt(client, &built).await? {
         Some(row) => Generation(get::<i64>(&row, 0)? as u64),

@@ -2,7 +2,7 @@
 //! schema-qualified names of its tables. A leaf: every module that builds SQL reads it.
 
 use cortex_core::StoreError;
-use sea_query::TableRef;
+use sea_query::{IdenStatic, TableRef};
 
 /// Schema names are plain lowercase identifiers: letters, digits and `_`, not starting
 /// with a digit, at most 63 bytes. They are also quoted wherever they are written, but
@@ -50,12 +50,18 @@ impl Names {
     }
 
     /// A schema-qualified table for sea-query.
-    pub(crate) fn table(&self, table: &'static str) -> TableRef {
+    pub(crate) fn table(&self, table: impl IdenStatic) -> TableRef {
         (self.schema.clone(), table).into()
     }
 
-    /// `"schema"."object"`, for DDL and custom expressions.
-    pub(crate) fn q(&self, object: &str) -> String {
+    /// `"schema"."table"`, for DDL and custom expressions.
+    pub(crate) fn q(&self, table: impl IdenStatic) -> String {
+        self.q_object(table.as_str())
+    }
+
+    /// `"schema"."object"` for an object that is no table (a function, an index), which
+    /// has no enum in [`crate::tables`].
+    pub(crate) fn q_object(&self, object: &str) -> String {
         format!("{}.{}", self.quoted, quote_ident(object))
     }
 }
@@ -63,6 +69,7 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tables::Memories;
 
     #[test]
     fn schema_names_are_plain_identifiers() {
@@ -82,7 +89,7 @@ mod tests {
         }
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(
-            Names::new("cx").unwrap().q("memories"),
+            Names::new("cx").unwrap().q(Memories::Table),
             "\"cx\".\"memories\""
         );
     }

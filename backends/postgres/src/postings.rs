@@ -10,10 +10,11 @@
 
 use cortex_core::StoreError;
 use cortex_core::tokenizer::term_frequencies;
-use sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_query::{Expr, ExprTrait, IdenStatic, OnConflict, Query};
 
 use crate::names::Names;
 use crate::sql::{Built, build, sea_err};
+use crate::tables::{Memories, Postings, Users};
 
 /// A document's distinct terms (byte order) with their frequencies, and its length.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,26 +52,36 @@ pub(crate) fn bump_user(
     docs: i64,
     len: i64,
 ) -> Result<Built, StoreError> {
+    // The conflicting row goes by the table's unqualified name.
+    let users = Users::Table.as_str();
     Ok(build(
         Query::insert()
-            .into_table(names.table("users"))
-            .columns(["user_id", "generation", "doc_count", "total_len"])
+            .into_table(names.table(Users::Table))
+            .columns([
+                Users::UserId,
+                Users::Generation,
+                Users::DocCount,
+                Users::TotalLen,
+            ])
             .values([user.into(), 1i64.into(), docs.into(), len.into()])
             .map_err(sea_err)?
             .on_conflict(
-                OnConflict::column("user_id")
-                    .value("generation", Expr::cust("users.generation + 1"))
+                OnConflict::column(Users::UserId)
                     .value(
-                        "doc_count",
-                        Expr::cust("users.doc_count + excluded.doc_count"),
+                        Users::Generation,
+                        Expr::cust(format!("{users}.generation + 1")),
                     )
                     .value(
-                        "total_len",
-                        Expr::cust("users.total_len + excluded.total_len"),
+                        Users::DocCount,
+                        Expr::cust(format!("{users}.doc_count + excluded.doc_count")),
+                    )
+                    .value(
+                        Users::TotalLen,
+                        Expr::cust(format!("{users}.total_len + excluded.total_len")),
                     )
                     .to_owned(),
             )
-            .returning_col("generation"),
+            .returning_col(Users::Generation),
     ))
 }
 
@@ -78,16 +89,16 @@ pub(crate) fn bump_user(
 pub(crate) fn adjust_stats(names: &Names, user: &str, docs: i64, len: i64) -> Built {
     build(
         Query::update()
-            .table(names.table("users"))
+            .table(names.table(Users::Table))
             .value(
-                "doc_count",
+                Users::DocCount,
                 Expr::cust_with_values("doc_count + $1::int8", [docs]),
             )
             .value(
-                "total_len",
+                Users::TotalLen,
                 Expr::cust_with_values("total_len + $1::int8", [len]),
             )
-            .and_where(Expr::col("user_id").eq(user)),
+            .and_where(Expr::col(Users::UserId).eq(user)),
     )
 }
 
@@ -98,24 +109,30 @@ pub(crate) fn insert_postings(
     doc: &DocTerms,
 ) -> Result<Built, StoreError> {
     let select = Query::select()
-        .column(("m", "user_id"))
+        .column(("m", Memories::UserId))
         .expr(Expr::cust_with_values(
             "unnest($1::text[])",
             [doc.terms.clone()],
         ))
-        .column(("m", "seq"))
+        .column(("m", Memories::Seq))
         .expr(Expr::cust_with_values(
             "unnest($1::int4[])",
             [doc.tfs.clone()],
         ))
-        .column(("m", "doc_len"))
-        .from_as(names.table("memories"), "m")
-        .and_where(Expr::col(("m", "id")).eq(id))
+        .column(("m", Memories::DocLen))
+        .from_as(names.table(Memories::Table), "m")
+        .and_where(Expr::col(("m", Memories::Id)).eq(id))
         .to_owned();
     Ok(build(
         Query::insert()
-            .into_table(names.table("postings"))
-            .columns(["user_id", "term", "seq", "tf", "doc_len"])
+            .into_table(names.table(Postings::Table))
+            .columns([
+                Postings::UserId,
+                Postings::Term,
+                Postings::Seq,
+                Postings::Tf,
+                Postings::DocLen,
+            ])
             .select_from(select)
             .map_err(sea_err)?,
     ))
@@ -125,8 +142,8 @@ pub(crate) fn insert_postings(
 pub(crate) fn delete_postings(names: &Names, seq: i64) -> Built {
     build(
         Query::delete()
-            .from_table(names.table("postings"))
-            .and_where(Expr::col("seq").eq(seq)),
+            .from_table(names.table(Postings::Table))
+            .and_where(Expr::col(Postings::Seq).eq(seq)),
     )
 }
 

@@ -15,6 +15,8 @@ use tokio_postgres::Transaction;
 use crate::names::Names;
 use crate::pg_err;
 use crate::postings::DocTerms;
+use crate::sql::get_named;
+use crate::tables::{self, Memories, Meta, Terms, Users};
 
 /// Memories re-analysed per round trip.
 const BATCH: i64 = 2_000;
@@ -22,7 +24,7 @@ const BATCH: i64 = 2_000;
 /// Rebuilds the derived BM25 data unless the store's analyser is this build's; returns
 /// how many memories were re-analysed.
 pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64, StoreError> {
-    let meta = names.q("meta");
+    let meta = names.q(Meta::Table);
     let recorded: Option<String> = tx
         .query_opt(
             &format!("SELECT value FROM {meta} WHERE key = 'analyzer'"),
@@ -30,13 +32,16 @@ pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64
         )
         .await
         .map_err(pg_err)?
-        .map(|row| row.try_get("value"))
-        .transpose()
-        .map_err(pg_err)?;
+        .map(|row| get_named(&row, Meta::Value))
+        .transpose()?;
     if recorded.as_deref() == Some(ANALYZER) {
         return Ok(0);
     }
-    let (memories, postings, terms) = (names.q("memories"), names.q("postings"), names.q("terms"));
+    let (memories, postings, terms) = (
+        names.q(Memories::Table),
+        names.q(tables::Postings::Table),
+        names.q(Terms::Table),
+    );
     // TRUNCATE fires no row or statement DELETE trigger, so `terms` is emptied with it
     // and then rebuilt by the insert trigger, batch by batch.
     tx.batch_execute(&format!("TRUNCATE {postings}, {terms}"))
@@ -61,7 +66,7 @@ pub(crate) async fn reanalyze(tx: &Transaction<'_>, names: &Names) -> Result<u64
         let Some(last) = rows.last() else {
             break;
         };
-        after = last.try_get("seq").map_err(pg_err)?;
+        after = get_named(last, Memories::Seq)?;
         let mut batch = Batch::default();
         for row in &rows {
             batch.add(row)?;
@@ -109,10 +114,10 @@ struct Postings {
 
 impl Batch {
     fn add(&mut self, row: &tokio_postgres::Row) -> Result<(), StoreError> {
-        let seq: i64 = row.try_get("seq").map_err(pg_err)?;
-        let user: String = row.try_get("user_id").map_err(pg_err)?;
-        let content: String = row.try_get("content").map_err(pg_err)?;
-        let superseded: bool = row.try_get("superseded").map_err(pg_err)?;
+        let seq: i64 = get_named(row, Memories::Seq)?;
+        let user: String = get_named(row, Memories::UserId)?;
+        let content: String = get_named(row, Memories::Content)?;
+        let superseded: bool = get_named(row, Memories::Superseded)?;
         let doc = DocTerms::of(&content)?;
         self.seqs.push(seq);
         self.lens.push(doc.len);
@@ -134,7 +139,11 @@ impl Batch {
 /// After a rebuild: each user's total length from the new lengths, the generation moved
 /// so that any cache keyed on it is rebuilt, and this build's analyser recorded.
 async fn record_totals(tx: &Transaction<'_>, names: &Names) -> Result<(), StoreError> {
-    let (memories, users, meta) = (names.q("memories"), names.q("users"), names.q("meta"));
+    let (memories, users, meta) = (
+        names.q(Memories::Table),
+        names.q(Users::Table),
+        names.q(Meta::Table),
+    );
     tx.execute(
         &format!(
             "UPDATE {users} u SET generation = u.generation + 1,

@@ -6,13 +6,14 @@ use cortex_core::record_tx::{LockScope, RecordTx};
 use cortex_core::records::{Entity, EntityEdge, EntityId, Event};
 use cortex_core::{EntityLink, MemoryId, StoreError, StoreResult};
 use deadpool_postgres::GenericClient;
-use sea_query::{Expr, ExprTrait, OnConflict, Order, Query};
+use sea_query::{BinOper, Expr, ExprTrait, IdenStatic, OnConflict, Order, Query, Value};
 
-use crate::codec::{ENTITY_COLUMNS, entity_at};
+use crate::codec::{ENTITY_COLUMNS, entity_of};
 use crate::names::Names;
 use crate::pg_err;
 use crate::schema::lock_key;
 use crate::sql::{self, build, get, is_foreign_key_violation, row_opt, sea_err};
+use crate::tables::{Entities, EntityEdges, Events, Memories, MemoryEntities};
 
 /// The records' reads and writes on `client`: a transaction, or a pooled connection.
 pub(crate) struct PgRecords<'a, C> {
@@ -25,13 +26,17 @@ impl<'a, C: GenericClient> PgRecords<'a, C> {
         Self { client, names }
     }
 
-    /// The `user_id` of the row of `table` whose id is `id`.
-    async fn owner(&self, table: &'static str, id: &uuid::Uuid) -> StoreResult<Option<String>> {
+    /// The owner (`user_id`) of the row of `table` whose `key` is `id`.
+    async fn owner<T: IdenStatic>(
+        &self,
+        [table, owner, key]: [T; 3],
+        id: &uuid::Uuid,
+    ) -> StoreResult<Option<String>> {
         let built = build(
             Query::select()
-                .column("user_id")
+                .column(owner)
                 .from(self.names.table(table))
-                .and_where(Expr::col("id").eq(*id)),
+                .and_where(Expr::col(key).eq(*id)),
         );
         row_opt(self.client, &built)
             .await?
@@ -50,11 +55,13 @@ fn missing_if_fk(e: StoreError, what: String) -> StoreError {
 
 impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
     async fn memory_owner(&mut self, id: &MemoryId) -> StoreResult<Option<String>> {
-        self.owner("memories", id).await
+        self.owner([Memories::Table, Memories::UserId, Memories::Id], id)
+            .await
     }
 
     async fn entity_owner(&mut self, id: &EntityId) -> StoreResult<Option<String>> {
-        self.owner("entities", id).await
+        self.owner([Entities::Table, Entities::UserId, Entities::Id], id)
+            .await
     }
 
     /// A transaction-level advisory lock: held to the commit or rollback.
@@ -78,29 +85,29 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
         let built = build(
             Query::select()
                 .columns(ENTITY_COLUMNS)
-                .from(self.names.table("entities"))
-                .and_where(Expr::col("user_id").eq(user))
+                .from(self.names.table(Entities::Table))
+                .and_where(Expr::col(Entities::UserId).eq(user))
                 .and_where(Expr::cust_with_values(
                     "normalized_name = $1 OR aliases @> ARRAY[$2::text]",
                     [key, key],
                 ))
-                .order_by("created_at", Order::Asc)
-                .order_by("id", Order::Asc)
+                .order_by(Entities::CreatedAt, Order::Asc)
+                .order_by(Entities::Id, Order::Asc)
                 .limit(1),
         );
         row_opt(self.client, &built)
             .await?
-            .map(|row| entity_at(&row, 0))
+            .map(|row| entity_of(&row))
             .transpose()
     }
 
     async fn entity_named(&mut self, user: &str, name: &str) -> StoreResult<Option<EntityId>> {
         let built = build(
             Query::select()
-                .column("id")
-                .from(self.names.table("entities"))
-                .and_where(Expr::col("user_id").eq(user))
-                .and_where(Expr::col("normalized_name").eq(name)),
+                .column(Entities::Id)
+                .from(self.names.table(Entities::Table))
+                .and_where(Expr::col(Entities::UserId).eq(user))
+                .and_where(Expr::col(Entities::NormalizedName).eq(name)),
         );
         row_opt(self.client, &built)
             .await?
@@ -111,15 +118,15 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
     async fn insert_entity(&mut self, user: &str, entity: &Entity) -> StoreResult<()> {
         let built = build(
             Query::insert()
-                .into_table(self.names.table("entities"))
+                .into_table(self.names.table(Entities::Table))
                 .columns([
-                    "id",
-                    "user_id",
-                    "name",
-                    "normalized_name",
-                    "entity_type",
-                    "aliases",
-                    "created_at",
+                    Entities::Id,
+                    Entities::UserId,
+                    Entities::Name,
+                    Entities::NormalizedName,
+                    Entities::EntityType,
+                    Entities::Aliases,
+                    Entities::CreatedAt,
                 ])
                 .values([
                     entity.id.into(),
@@ -139,58 +146,40 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
     async fn update_entity(&mut self, user: &str, entity: &Entity) -> StoreResult<()> {
         let built = build(
             Query::update()
-                .table(self.names.table("entities"))
-                .value("entity_type", entity.entity_type.clone())
-                .value("aliases", entity.aliases.clone())
-                .and_where(Expr::col("id").eq(entity.id))
-                .and_where(Expr::col("user_id").eq(user)),
+                .table(self.names.table(Entities::Table))
+                .value(Entities::EntityType, entity.entity_type.clone())
+                .value(Entities::Aliases, entity.aliases.clone())
+                .and_where(Expr::col(Entities::Id).eq(entity.id))
+                .and_where(Expr::col(Entities::UserId).eq(user)),
         );
         sql::execute(self.client, &built).await?;
         Ok(())
     }
 
     async fn has_event(&mut self, user: &str, event: &Event) -> StoreResult<bool> {
-        let built = build(
-            Query::select()
-                .expr(Expr::cust("1"))
-                .from(self.names.table("events"))
-                .and_where(Expr::col("memory_id").eq(event.memory_id))
-                .and_where(Expr::col("user_id").eq(user))
-                .and_where(Expr::col("event_time").eq(event.event_time))
-                .and_where(Expr::cust_with_values(
-                    "actor IS NOT DISTINCT FROM $1 AND location IS NOT DISTINCT FROM $2 \
-                     AND event_type IS NOT DISTINCT FROM $3",
-                    [
-                        event.actor.clone(),
-                        event.location.clone(),
-                        event.event_type.clone(),
-                    ],
-                ))
-                .limit(1),
-        );
-        Ok(row_opt(self.client, &built).await?.is_some())
+        // NULL is a value here: an event without an actor is the same event again.
+        let same = BinOper::Custom("IS NOT DISTINCT FROM");
+        let mut query = Query::select();
+        query
+            .expr(Expr::cust("1"))
+            .from(self.names.table(Events::Table))
+            .limit(1);
+        for (column, value) in event_values(user, event) {
+            query.and_where(Expr::col(column).binary(same, value));
+        }
+        Ok(row_opt(self.client, &build(&query)).await?.is_some())
     }
 
     async fn insert_event(&mut self, user: &str, event: &Event) -> StoreResult<()> {
+        let (columns, values): (Vec<Events>, Vec<Expr>) = event_values(user, event)
+            .into_iter()
+            .map(|(column, value)| (column, value.into()))
+            .unzip();
         let built = build(
             Query::insert()
-                .into_table(self.names.table("events"))
-                .columns([
-                    "memory_id",
-                    "user_id",
-                    "event_time",
-                    "actor",
-                    "location",
-                    "event_type",
-                ])
-                .values([
-                    event.memory_id.into(),
-                    user.into(),
-                    event.event_time.into(),
-                    event.actor.clone().into(),
-                    event.location.clone().into(),
-                    event.event_type.clone().into(),
-                ])
+                .into_table(self.names.table(Events::Table))
+                .columns(columns)
+                .values(values)
                 .map_err(sea_err)?,
         );
         sql::execute(self.client, &built)
@@ -202,8 +191,13 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
     async fn insert_link(&mut self, user: &str, link: &EntityLink) -> StoreResult<bool> {
         let built = build(
             Query::insert()
-                .into_table(self.names.table("memory_entities"))
-                .columns(["memory_id", "entity_id", "user_id", "role"])
+                .into_table(self.names.table(MemoryEntities::Table))
+                .columns([
+                    MemoryEntities::MemoryId,
+                    MemoryEntities::EntityId,
+                    MemoryEntities::UserId,
+                    MemoryEntities::Role,
+                ])
                 .values([
                     link.memory_id.into(),
                     link.entity_id.into(),
@@ -212,9 +206,13 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
                 ])
                 .map_err(sea_err)?
                 .on_conflict(
-                    OnConflict::columns(["memory_id", "entity_id", "role"])
-                        .do_nothing()
-                        .to_owned(),
+                    OnConflict::columns([
+                        MemoryEntities::MemoryId,
+                        MemoryEntities::EntityId,
+                        MemoryEntities::Role,
+                    ])
+                    .do_nothing()
+                    .to_owned(),
                 ),
         );
         let inserted = sql::execute(self.client, &built)
@@ -226,14 +224,14 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
     async fn insert_edge(&mut self, user: &str, edge: &EntityEdge) -> StoreResult<bool> {
         let built = build(
             Query::insert()
-                .into_table(self.names.table("entity_edges"))
+                .into_table(self.names.table(EntityEdges::Table))
                 .columns([
-                    "user_id",
-                    "source",
-                    "target",
-                    "label",
-                    "memory_id",
-                    "created_at",
+                    EntityEdges::UserId,
+                    EntityEdges::Source,
+                    EntityEdges::Target,
+                    EntityEdges::Label,
+                    EntityEdges::MemoryId,
+                    EntityEdges::CreatedAt,
                 ])
                 .values([
                     user.into(),
@@ -245,9 +243,13 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
                 ])
                 .map_err(sea_err)?
                 .on_conflict(
-                    OnConflict::columns(["source", "target", "label"])
-                        .do_nothing()
-                        .to_owned(),
+                    OnConflict::columns([
+                        EntityEdges::Source,
+                        EntityEdges::Target,
+                        EntityEdges::Label,
+                    ])
+                    .do_nothing()
+                    .to_owned(),
                 ),
         );
         let inserted = sql::execute(self.client, &built).await.map_err(|e| {
@@ -255,4 +257,17 @@ impl<C: GenericClient> RecordTx for PgRecords<'_, C> {
         })?;
         Ok(inserted > 0)
     }
+}
+
+/// An event row's columns and values, shared by the existence check and the insert so the
+/// two cannot disagree on what "the same event" is.
+fn event_values(user: &str, event: &Event) -> [(Events, Value); 6] {
+    [
+        (Events::MemoryId, event.memory_id.into()),
+        (Events::UserId, user.into()),
+        (Events::EventTime, event.event_time.into()),
+        (Events::Actor, event.actor.clone().into()),
+        (Events::Location, event.location.clone().into()),
+        (Events::EventType, event.event_type.clone().into()),
+    ]
 }

@@ -7,12 +7,13 @@ use deadpool_postgres::GenericClient;
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query};
 
-use crate::codec::{memory_at, memory_columns};
+use crate::codec::{memory_columns, memory_of};
 use crate::meta::{SIGNATURE_KEY, read_signature, read_signature_locked};
 use crate::names::Names;
 use crate::pg_err;
 use crate::search::dense_plan::{HNSW_INDEX, LEGACY_HNSW_INDEX};
 use crate::sql::{build, get, limit, row_opt, rows};
+use crate::tables::{Memories, Meta, StagedEmbeddings, Users};
 
 pub(crate) async fn unstaged<C: GenericClient>(
     client: &C,
@@ -24,23 +25,19 @@ pub(crate) async fn unstaged<C: GenericClient>(
     let built = build(
         Query::select()
             .columns(memory_columns("m"))
-            .from_as(names.table("memories"), "m")
-            .and_where(Expr::col(("m", "seq")).gt(after))
+            .from_as(names.table(Memories::Table), "m")
+            .and_where(Expr::col(("m", Memories::Seq)).gt(after))
             .and_where(Expr::cust_with_values(
                 format!(
                     "NOT EXISTS (SELECT 1 FROM {} s WHERE s.id = m.id AND s.signature = $1)",
-                    names.q("staged_embeddings")
+                    names.q(StagedEmbeddings::Table)
                 ),
                 [signature.encode()],
             ))
-            .order_by(("m", "seq"), Order::Asc)
+            .order_by(("m", Memories::Seq), Order::Asc)
             .limit(limit(max)),
     );
-    rows(client, &built)
-        .await?
-        .iter()
-        .map(|r| memory_at(r, 0))
-        .collect()
+    rows(client, &built).await?.iter().map(memory_of).collect()
 }
 
 pub(crate) async fn stage<C: GenericClient>(
@@ -53,7 +50,7 @@ pub(crate) async fn stage<C: GenericClient>(
     tx.execute(
         &format!(
             "DELETE FROM {} WHERE signature <> $1",
-            names.q("staged_embeddings")
+            names.q(StagedEmbeddings::Table)
         ),
         &[&encoded],
     )
@@ -64,7 +61,7 @@ pub(crate) async fn stage<C: GenericClient>(
             "INSERT INTO {} (id, signature, embedding) VALUES ($1, $2, $3)
              ON CONFLICT (id) DO UPDATE SET signature = EXCLUDED.signature,
                                             embedding = EXCLUDED.embedding",
-            names.q("staged_embeddings")
+            names.q(StagedEmbeddings::Table)
         ))
         .await
         .map_err(pg_err)?;
@@ -75,7 +72,7 @@ pub(crate) async fn stage<C: GenericClient>(
         .query(
             &format!(
                 "SELECT id FROM {} WHERE id = ANY($1) FOR SHARE",
-                names.q("memories")
+                names.q(Memories::Table)
             ),
             &[&ids],
         )
@@ -109,7 +106,7 @@ pub(crate) async fn switch<C: GenericClient>(
     names: &Names,
     signature: &EmbeddingSignature,
 ) -> StoreResult<Switch> {
-    let (memories, staged) = (names.q("memories"), names.q("staged_embeddings"));
+    let (memories, staged) = (names.q(Memories::Table), names.q(StagedEmbeddings::Table));
     // Locks in the writers' order, so the switch and a writer never wait on each other:
     // the signature row (`add` reads it FOR SHARE: a memory already past that check is
     // waited for, a later one finds the new signature and is refused if it carries the old
@@ -118,7 +115,7 @@ pub(crate) async fn switch<C: GenericClient>(
     read_signature_locked(tx, names, Some(LockType::Update)).await?;
     tx.batch_execute(&format!(
         "SELECT 1 FROM {} ORDER BY user_id FOR UPDATE; LOCK TABLE {memories} IN SHARE MODE;",
-        names.q("users")
+        names.q(Users::Table)
     ))
     .await
     .map_err(pg_err)?;
@@ -126,7 +123,7 @@ pub(crate) async fn switch<C: GenericClient>(
     let missing = build(
         Query::select()
             .expr(Expr::cust("count(*)"))
-            .from_as(names.table("memories"), "m")
+            .from_as(names.table(Memories::Table), "m")
             .and_where(Expr::cust_with_values(
                 format!(
                     "NOT EXISTS (SELECT 1 FROM {staged} s WHERE s.id = m.id AND s.signature = $1)"
@@ -153,8 +150,8 @@ pub(crate) async fn switch<C: GenericClient>(
         tx.batch_execute(&format!(
             "DROP INDEX IF EXISTS {}; DROP INDEX IF EXISTS {};
              ALTER TABLE {memories} DROP CONSTRAINT IF EXISTS memories_embedding_dim;",
-            names.q(HNSW_INDEX),
-            names.q(LEGACY_HNSW_INDEX),
+            names.q_object(HNSW_INDEX),
+            names.q_object(LEGACY_HNSW_INDEX),
         ))
         .await
         .map_err(pg_err)?;
@@ -182,7 +179,7 @@ pub(crate) async fn switch<C: GenericClient>(
         &format!(
             "INSERT INTO {} (key, value) VALUES ($1, $2)
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            names.q("meta")
+            names.q(Meta::Table)
         ),
         &[&SIGNATURE_KEY, &encoded],
     )
@@ -191,7 +188,7 @@ pub(crate) async fn switch<C: GenericClient>(
     // Every cached index was built from the old vectors.
     tx.batch_execute(&format!(
         "UPDATE {} SET generation = generation + 1; DELETE FROM {staged};",
-        names.q("users")
+        names.q(Users::Table)
     ))
     .await
     .map_err(pg_err)?;

@@ -7,6 +7,7 @@ use tokio_postgres::error::SqlState;
 use crate::names::{Names, quote_ident, validate_schema_name};
 use crate::pg_err;
 use crate::sql::get;
+use crate::tables::Meta;
 
 /// Each entry migrates from version `i` to `i + 1`: `migrations/000N_*.sql`, built in.
 /// Append only: a shipped step never changes. `{s}` stands for the quoted schema name.
@@ -80,7 +81,7 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
          CREATE TABLE IF NOT EXISTS {} (key text PRIMARY KEY, value text NOT NULL);",
         quote_ident(names.schema()),
         quote_ident(&info.extension_schema),
-        names.q("meta"),
+        names.q(Meta::Table),
     ))
     .await
     .map_err(|e| StoreError::Schema(e.to_string()))?;
@@ -88,7 +89,7 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
         .query_opt(
             &format!(
                 "SELECT value FROM {} WHERE key = 'schema_version'",
-                names.q("meta")
+                names.q(Meta::Table)
             ),
             &[],
         )
@@ -117,7 +118,7 @@ pub(crate) async fn migrate(client: &mut Client, names: &Names) -> Result<Server
         &format!(
             "INSERT INTO {} (key, value) VALUES ('schema_version', $1)
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            names.q("meta")
+            names.q(Meta::Table)
         ),
         &[&SCHEMA_VERSION.to_string()],
     )
@@ -139,7 +140,7 @@ async fn extension_info(
     )
     .await
     .map_err(pg_err)?
-    .map(|r| Ok((get(&r, 0)?, get(&r, 1)?)))
+    .map(|r| Ok((get(&r, "nspname")?, get(&r, "extversion")?)))
     .transpose()
 }
 

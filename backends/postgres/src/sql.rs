@@ -1,11 +1,15 @@
 //! Running sea-query statements: built once per shape, prepared once per connection (the
 //! pool's statement cache), every value bound as a parameter.
 
+use std::fmt::Display;
+
 use cortex_core::StoreError;
 use deadpool_postgres::GenericClient;
-use sea_query::PostgresQueryBuilder;
+use sea_query::{IdenStatic, PostgresQueryBuilder};
 use sea_query_postgres::{PostgresBinder, PostgresValues};
 use tokio_postgres::Row;
+use tokio_postgres::row::RowIndex;
+use tokio_postgres::types::FromSql;
 
 use crate::pg_err;
 
@@ -45,13 +49,22 @@ pub(crate) async fn execute<C: GenericClient>(
         .map_err(pg_err)
 }
 
-/// Reads a column, naming it when the row does not hold what the schema promises.
-pub(crate) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+/// Reads a column by position (the one column of a one-column row) or by the name the
+/// server gave it, naming it when the row does not hold what the schema promises.
+pub(crate) fn get<'a, T: FromSql<'a>>(
     row: &'a Row,
-    index: usize,
+    index: impl RowIndex + Display,
 ) -> Result<T, StoreError> {
-    row.try_get(index)
+    row.try_get(&index)
         .map_err(|e| StoreError::Corrupt(format!("column {index}: {e}")))
+}
+
+/// Reads a column by name: a table's (see [`crate::tables`]) or a statement's alias.
+pub(crate) fn get_named<'a, T: FromSql<'a>>(
+    row: &'a Row,
+    column: impl IdenStatic,
+) -> Result<T, StoreError> {
+    get(row, column.as_str())
 }
 
 /// Limits arrive as usize; LIMIT takes a bigint.

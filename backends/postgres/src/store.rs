@@ -19,7 +19,7 @@ use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
 
-use crate::codec::{SUPERSESSION_COLUMNS, memory_at, memory_columns, supersession_at};
+use crate::codec::{SUPERSESSION_COLUMNS, memory_columns, memory_of, supersession_of};
 use crate::config::{DenseMode, PostgresConfig};
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
@@ -32,7 +32,8 @@ use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
 use crate::search::dense_plan::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
 use crate::search::lexical_path::PathCounters;
-use crate::sql::{self, build, get, limit, row_opt, rows, sea_err};
+use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
+use crate::tables::{Memories, Supersessions, Users};
 use crate::{pg_err, pool, search, tls};
 
 /// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
@@ -111,11 +112,6 @@ impl PostgresStore {
             store.ensure_hnsw(signature.dimension).await?;
         }
         Ok(store)
-    }
-
-    /// [`connect`](Self::connect) with [`PostgresConfig::from_env`].
-    pub async fn from_env() -> Result<Self, StoreError> {
-        Self::connect(PostgresConfig::from_env()?).await
     }
 
     pub fn config(&self) -> &PostgresConfig {
@@ -343,16 +339,16 @@ impl MemoryStore for PostgresStore {
         let names = self.names();
         let insert_memory = build(
             Query::insert()
-                .into_table(names.table("memories"))
+                .into_table(names.table(Memories::Table))
                 .columns([
-                    "id",
-                    "user_id",
-                    "content",
-                    "kind",
-                    "tags",
-                    "created_at",
-                    "doc_len",
-                    "embedding",
+                    Memories::Id,
+                    Memories::UserId,
+                    Memories::Content,
+                    Memories::Kind,
+                    Memories::Tags,
+                    Memories::CreatedAt,
+                    Memories::DocLen,
+                    Memories::Embedding,
                 ])
                 .values([
                     memory.id.into(),
@@ -365,7 +361,7 @@ impl MemoryStore for PostgresStore {
                     Vector::from(embedding.to_vec()).into(),
                 ])
                 .map_err(sea_err)?
-                .returning_col("seq"),
+                .returning_col(Memories::Seq),
         );
         let bump = bump_user(names, &memory.user_id, 1, i64::from(doc.len))?;
         let postings = insert_postings(names, memory.id, &doc)?;
@@ -409,14 +405,14 @@ impl MemoryStore for PostgresStore {
         let built = build(
             Query::select()
                 .columns(memory_columns("m"))
-                .from_as(self.names().table("memories"), "m")
-                .and_where(Expr::col(("m", "id")).eq(*id))
-                .and_where(Expr::col(("m", "user_id")).eq(user)),
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::Id)).eq(*id))
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user)),
         );
         let client = self.client().await?;
         row_opt(&client, &built)
             .await?
-            .map(|row| memory_at(&row, 0))
+            .map(|row| memory_of(&row))
             .transpose()
     }
 
@@ -426,12 +422,12 @@ impl MemoryStore for PostgresStore {
         };
         let built = build(
             Query::select()
-                .column("id")
-                .from(self.names().table("memories"))
-                .and_where(Expr::col("id").gte(low))
-                .and_where(Expr::col("id").lte(high))
-                .and_where(Expr::col("user_id").eq(user))
-                .order_by("id", Order::Asc),
+                .column(Memories::Id)
+                .from(self.names().table(Memories::Table))
+                .and_where(Expr::col(Memories::Id).gte(low))
+                .and_where(Expr::col(Memories::Id).lte(high))
+                .and_where(Expr::col(Memories::UserId).eq(user))
+                .order_by(Memories::Id, Order::Asc),
         );
         let client = self.client().await?;
         rows(&client, &built)
@@ -448,24 +444,27 @@ impl MemoryStore for PostgresStore {
         let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
         let target = build(
             Query::select()
-                .columns(["seq", "superseded", "doc_len"])
-                .from(names.table("memories"))
-                .and_where(Expr::col("id").eq(*id))
-                .and_where(Expr::col("user_id").eq(user)),
+                .columns([Memories::Seq, Memories::Superseded, Memories::DocLen])
+                .from(names.table(Memories::Table))
+                .and_where(Expr::col(Memories::Id).eq(*id))
+                .and_where(Expr::col(Memories::UserId).eq(user)),
         );
         let Some(row) = row_opt(&tx, &target).await? else {
             // Nothing to delete: the rollback also undoes the generation bump.
             tx.rollback().await.map_err(pg_err)?;
             return Ok(None);
         };
-        let (seq, superseded, doc_len): (i64, bool, i32) =
-            (get(&row, 0)?, get(&row, 1)?, get(&row, 2)?);
+        let (seq, superseded, doc_len): (i64, bool, i32) = (
+            get_named(&row, Memories::Seq)?,
+            get_named(&row, Memories::Superseded)?,
+            get_named(&row, Memories::DocLen)?,
+        );
         let superseded_by_it = build(
             Query::select()
-                .column("old_id")
-                .from(names.table("supersessions"))
-                .and_where(Expr::col("new_id").eq(*id))
-                .order_by("seq", Order::Asc),
+                .column(Supersessions::OldId)
+                .from(names.table(Supersessions::Table))
+                .and_where(Expr::col(Supersessions::NewId).eq(*id))
+                .order_by(Supersessions::Seq, Order::Asc),
         );
         let olds: Vec<MemoryId> = rows(&tx, &superseded_by_it)
             .await?
@@ -477,8 +476,8 @@ impl MemoryStore for PostgresStore {
             &tx,
             &build(
                 Query::delete()
-                    .from_table(names.table("memories"))
-                    .and_where(Expr::col("seq").eq(seq)),
+                    .from_table(names.table(Memories::Table))
+                    .and_where(Expr::col(Memories::Seq).eq(seq)),
             ),
         )
         .await?;
@@ -490,17 +489,17 @@ impl MemoryStore for PostgresStore {
             // Live again only when nothing else supersedes it.
             let revive = build(
                 Query::update()
-                    .table(names.table("memories"))
-                    .value("superseded", false)
-                    .and_where(Expr::col("id").eq(old))
-                    .and_where(Expr::col("user_id").eq(user))
-                    .and_where(Expr::col("superseded").eq(true))
+                    .table(names.table(Memories::Table))
+                    .value(Memories::Superseded, false)
+                    .and_where(Expr::col(Memories::Id).eq(old))
+                    .and_where(Expr::col(Memories::UserId).eq(user))
+                    .and_where(Expr::col(Memories::Superseded).eq(true))
                     .and_where(Expr::cust(format!(
                         "NOT EXISTS (SELECT 1 FROM {} s WHERE s.old_id = {}.id)",
-                        names.q("supersessions"),
-                        names.q("memories")
+                        names.q(Supersessions::Table),
+                        names.q(Memories::Table)
                     )))
-                    .returning(Query::returning().column("content")),
+                    .returning(Query::returning().column(Memories::Content)),
             );
             if let Some(row) = row_opt(&tx, &revive).await? {
                 let content: String = get(&row, 0)?;
@@ -521,27 +520,23 @@ impl MemoryStore for PostgresStore {
         let built = build(
             Query::select()
                 .columns(memory_columns("m"))
-                .from_as(self.names().table("memories"), "m")
-                .and_where(Expr::col(("m", "user_id")).eq(user))
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
                 .and_where(Expr::cust("NOT m.superseded"))
-                .order_by(("m", "seq"), Order::Desc)
+                .order_by(("m", Memories::Seq), Order::Desc)
                 .limit(limit(max)),
         );
         let client = self.client().await?;
-        rows(&client, &built)
-            .await?
-            .iter()
-            .map(|r| memory_at(r, 0))
-            .collect()
+        rows(&client, &built).await?.iter().map(memory_of).collect()
     }
 
     async fn count(&self, user: &str) -> StoreResult<u64> {
         // The statistics row counts exactly the live memories (see `postings`).
         let built = build(
             Query::select()
-                .column("doc_count")
-                .from(self.names().table("users"))
-                .and_where(Expr::col("user_id").eq(user)),
+                .column(Users::DocCount)
+                .from(self.names().table(Users::Table))
+                .and_where(Expr::col(Users::UserId).eq(user)),
         );
         let client = self.client().await?;
         let live = match row_opt(&client, &built).await? {
@@ -572,18 +567,18 @@ impl MemoryStore for PostgresStore {
         let built = build(
             Query::select()
                 .columns(memory_columns("m"))
-                .column(("m", "embedding"))
-                .from_as(names.table("memories"), "m")
-                .and_where(Expr::col(("m", "user_id")).eq(user))
+                .column(("m", Memories::Embedding))
+                .from_as(names.table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
                 .and_where(Expr::cust("NOT m.superseded"))
-                .order_by(("m", "seq"), Order::Asc),
+                .order_by(("m", Memories::Seq), Order::Asc),
         );
         let found = rows(&tx, &built).await?;
         tx.commit().await.map_err(pg_err)?;
         let mut index = MemoryIndex::new(dimension);
         for row in &found {
-            let memory = memory_at(row, 0)?;
-            let vector: Vector = get(row, 7)?;
+            let memory = memory_of(row)?;
+            let vector: Vector = get_named(row, Memories::Embedding)?;
             let id = memory.id;
             index
                 .insert(memory, vector.as_slice())
@@ -607,8 +602,14 @@ impl MemoryStore for PostgresStore {
         require_memory(&mut records, user, &s.new_id).await?;
         let insert = build(
             Query::insert()
-                .into_table(names.table("supersessions"))
-                .columns(["old_id", "new_id", "user_id", "reason", "created_at"])
+                .into_table(names.table(Supersessions::Table))
+                .columns([
+                    Supersessions::OldId,
+                    Supersessions::NewId,
+                    Supersessions::UserId,
+                    Supersessions::Reason,
+                    Supersessions::CreatedAt,
+                ])
                 .values([
                     s.old_id.into(),
                     s.new_id.into(),
@@ -618,7 +619,7 @@ impl MemoryStore for PostgresStore {
                 ])
                 .map_err(sea_err)?
                 .on_conflict(
-                    OnConflict::columns(["old_id", "new_id"])
+                    OnConflict::columns([Supersessions::OldId, Supersessions::NewId])
                         .do_nothing()
                         .to_owned(),
                 ),
@@ -627,14 +628,17 @@ impl MemoryStore for PostgresStore {
         // Out of the live set: its postings and its share of the statistics go.
         let hide = build(
             Query::update()
-                .table(names.table("memories"))
-                .value("superseded", true)
-                .and_where(Expr::col("id").eq(s.old_id))
-                .and_where(Expr::col("superseded").eq(false))
-                .returning(Query::returning().columns(["seq", "doc_len"])),
+                .table(names.table(Memories::Table))
+                .value(Memories::Superseded, true)
+                .and_where(Expr::col(Memories::Id).eq(s.old_id))
+                .and_where(Expr::col(Memories::Superseded).eq(false))
+                .returning(Query::returning().columns([Memories::Seq, Memories::DocLen])),
         );
         if let Some(row) = row_opt(&tx, &hide).await? {
-            let (seq, doc_len): (i64, i32) = (get(&row, 0)?, get(&row, 1)?);
+            let (seq, doc_len): (i64, i32) = (
+                get_named(&row, Memories::Seq)?,
+                get_named(&row, Memories::DocLen)?,
+            );
             sql::execute(&tx, &delete_postings(names, seq)).await?;
             sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
         }
@@ -650,21 +654,21 @@ impl MemoryStore for PostgresStore {
         let built = build(
             Query::select()
                 .columns(SUPERSESSION_COLUMNS)
-                .from(self.names().table("supersessions"))
-                .and_where(Expr::col("user_id").eq(user))
+                .from(self.names().table(Supersessions::Table))
+                .and_where(Expr::col(Supersessions::UserId).eq(user))
                 .and_where(
-                    Expr::col("old_id")
+                    Expr::col(Supersessions::OldId)
                         .eq(*memory_id)
-                        .or(Expr::col("new_id").eq(*memory_id)),
+                        .or(Expr::col(Supersessions::NewId).eq(*memory_id)),
                 )
-                .order_by("created_at", Order::Asc)
-                .order_by("seq", Order::Asc),
+                .order_by(Supersessions::CreatedAt, Order::Asc)
+                .order_by(Supersessions::Seq, Order::Asc),
         );
         let client = self.inner.pool.get().await?;
         rows(&client, &built)
             .await?
             .iter()
-            .map(|row| supersession_at(row, 0))
+            .map(supersession_of)
             .collect()
     }
 }

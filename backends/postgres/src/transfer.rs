@@ -8,59 +8,91 @@ use cortex_core::{
     NewMemory, Record, RecordKind, StoreResult, StoredMemory, Switch, TransferStore,
 };
 use pgvector::Vector;
-use sea_query::{Expr, ExprTrait, Order, Query};
+use sea_query::{ColumnRef, Expr, ExprTrait, IdenStatic, IntoColumnRef, Order, Query, TableRef};
 use tokio_postgres::Row;
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, SUPERSESSION_COLUMNS, edge_at,
-    entity_at, event_at, link_at, memory_at, memory_columns, supersession_at,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, SUPERSESSION_COLUMNS, edge_of,
+    entity_of, event_of, link_of, memory_columns, memory_of, supersession_of,
 };
-use crate::sql::{build, get, limit, rows};
+use crate::names::Names;
+use crate::sql::{build, get, get_named, limit, rows};
 use crate::store::PostgresStore;
+use crate::tables::{Entities, EntityEdges, Events, Memories, MemoryEntities, Supersessions};
 use crate::{pg_err, reembed};
 
 /// Where a kind of record is kept and how its rows are read.
 struct Layout {
-    table: &'static str,
-    columns: &'static [&'static str],
+    table: TableRef,
+    columns: Vec<ColumnRef>,
     /// Insertion order where the table keeps one, else the key: fixed while nothing is
     /// written, which is all paging needs.
-    order: &'static [&'static str],
+    order: Vec<ColumnRef>,
+    /// The column holding the record's user.
+    owner: ColumnRef,
     decode: fn(&Row) -> StoreResult<Record>,
 }
 
-fn layout(kind: RecordKind) -> Layout {
-    let (table, columns, order, decode): (_, &'static [&'static str], _, _) = match kind {
-        RecordKind::Supersession => (
-            "supersessions",
+impl Layout {
+    fn of<T: IdenStatic>(
+        names: &Names,
+        [table, owner]: [T; 2],
+        columns: &[T],
+        order: &[T],
+        decode: fn(&Row) -> StoreResult<Record>,
+    ) -> Self {
+        let refs = |columns: &[T]| columns.iter().map(|c| c.into_column_ref()).collect();
+        Self {
+            table: names.table(table),
+            columns: refs(columns),
+            order: refs(order),
+            owner: owner.into_column_ref(),
+            decode,
+        }
+    }
+}
+
+fn layout(kind: RecordKind, names: &Names) -> Layout {
+    match kind {
+        RecordKind::Supersession => Layout::of(
+            names,
+            [Supersessions::Table, Supersessions::UserId],
             &SUPERSESSION_COLUMNS,
-            &["seq"][..],
-            (|r| supersession_at(r, 0).map(Record::Supersession)) as fn(&Row) -> _,
+            &[Supersessions::Seq],
+            |r| supersession_of(r).map(Record::Supersession),
         ),
-        RecordKind::Event => ("events", &EVENT_COLUMNS, &["seq"][..], |r| {
-            event_at(r, 0).map(Record::Event)
-        }),
-        RecordKind::Entity => (
-            "entities",
+        RecordKind::Event => Layout::of(
+            names,
+            [Events::Table, Events::UserId],
+            &EVENT_COLUMNS,
+            &[Events::Seq],
+            |r| event_of(r).map(Record::Event),
+        ),
+        RecordKind::Entity => Layout::of(
+            names,
+            [Entities::Table, Entities::UserId],
             &ENTITY_COLUMNS,
-            &["created_at", "id"][..],
-            |r| entity_at(r, 0).map(Record::Entity),
+            &[Entities::CreatedAt, Entities::Id],
+            |r| entity_of(r).map(Record::Entity),
         ),
-        RecordKind::Edge => ("entity_edges", &EDGE_COLUMNS, &["seq"][..], |r| {
-            edge_at(r, 0).map(Record::Edge)
-        }),
-        RecordKind::Link => (
-            "memory_entities",
+        RecordKind::Edge => Layout::of(
+            names,
+            [EntityEdges::Table, EntityEdges::UserId],
+            &EDGE_COLUMNS,
+            &[EntityEdges::Seq],
+            |r| edge_of(r).map(Record::Edge),
+        ),
+        RecordKind::Link => Layout::of(
+            names,
+            [MemoryEntities::Table, MemoryEntities::UserId],
             &LINK_COLUMNS,
-            &["memory_id", "entity_id", "role"][..],
-            |r| link_at(r, 0).map(Record::Link),
+            &[
+                MemoryEntities::MemoryId,
+                MemoryEntities::EntityId,
+                MemoryEntities::Role,
+            ],
+            |r| link_of(r).map(Record::Link),
         ),
-    };
-    Layout {
-        table,
-        columns,
-        order,
-        decode,
     }
 }
 
@@ -71,8 +103,8 @@ impl TransferStore for PostgresStore {
         let sql = format!(
             "SELECT user_id FROM (SELECT user_id FROM {} UNION SELECT user_id FROM {}) u
              ORDER BY user_id COLLATE \"C\"",
-            self.names().q("memories"),
-            self.names().q("entities")
+            self.names().q(Memories::Table),
+            self.names().q(Entities::Table)
         );
         let client = self.client().await?;
         let rows = client.query(&sql, &[]).await.map_err(pg_err)?;
@@ -88,11 +120,11 @@ impl TransferStore for PostgresStore {
         let built = build(
             Query::select()
                 .columns(memory_columns("m"))
-                .columns([("m", "superseded"), ("m", "embedding")])
-                .from_as(self.names().table("memories"), "m")
-                .and_where(Expr::col(("m", "user_id")).eq(user))
-                .and_where(Expr::col(("m", "seq")).gt(after))
-                .order_by(("m", "seq"), Order::Asc)
+                .columns([("m", Memories::Superseded), ("m", Memories::Embedding)])
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                .and_where(Expr::col(("m", Memories::Seq)).gt(after))
+                .order_by(("m", Memories::Seq), Order::Asc)
                 .limit(limit(max)),
         );
         let client = self.client().await?;
@@ -100,10 +132,10 @@ impl TransferStore for PostgresStore {
             .await?
             .iter()
             .map(|r| {
-                let vector: Vector = get(r, 8)?;
+                let vector: Vector = get_named(r, Memories::Embedding)?;
                 Ok(StoredMemory {
-                    memory: memory_at(r, 0)?,
-                    superseded: get(r, 7)?,
+                    memory: memory_of(r)?,
+                    superseded: get_named(r, Memories::Superseded)?,
                     embedding: vector.to_vec(),
                 })
             })
@@ -117,16 +149,16 @@ impl TransferStore for PostgresStore {
         offset: u64,
         max: usize,
     ) -> StoreResult<Vec<Record>> {
-        let layout = layout(kind);
+        let layout = layout(kind, self.names());
         let mut select = Query::select();
         select
-            .columns(layout.columns.iter().copied())
-            .from(self.names().table(layout.table))
-            .and_where(Expr::col("user_id").eq(user))
+            .columns(layout.columns)
+            .from(layout.table)
+            .and_where(Expr::col(layout.owner).eq(user))
             .offset(offset)
             .limit(limit(max));
         for column in layout.order {
-            select.order_by(*column, Order::Asc);
+            select.order_by(column, Order::Asc);
         }
         let client = self.client().await?;
         rows(&client, &build(&select))

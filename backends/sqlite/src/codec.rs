@@ -155,7 +155,10 @@ pub(crate) fn edge_of(r: &Row<'_>) -> StoreResult<EntityEdge> {
         source: decode_id(&text(r, "source")?)?,
         target: decode_id(&text(r, "target")?)?,
         label: text(r, "label")?,
-        memory_id: maybe(r, "memory_id")?.as_deref().map(decode_id).transpose()?,
+        memory_id: maybe(r, "memory_id")?
+            .as_deref()
+            .map(decode_id)
+            .transpose()?,
         created_at: decode_time(&text(r, "created_at")?)?,
     })
 }

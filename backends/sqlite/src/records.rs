@@ -51,10 +51,7 @@ impl RecordTx for SqliteRecords<'_> {
         );
         let mut stmt = self.0.prepare_cached(&sql).map_err(db_err)?;
         let mut rows = stmt.query(params![user, key]).map_err(db_err)?;
-        rows.next()
-            .map_err(db_err)?
-            .map(entity_of)
-            .transpose()
+        rows.next().map_err(db_err)?.map(entity_of).transpose()
     }
 
     async fn entity_named(&mut self, user: &str, name: &str) -> StoreResult<Option<EntityId>> {

@@ -116,7 +116,7 @@ pub fn storage_of(target: &str) -> Result<Storage, AdminError> {
             let url = format!("{scheme}://{rest}");
             let config = PostgresConfig::from_lookup(|name| match name {
                 "CORTEX_DATABASE_URL" => Some(url.clone()),
-                other => std::env::var(other).ok(),
+                other => cortex_app::env_var(other),
             })?;
             config.check_url("--to").map_err(|e| match e {
                 cortex_core::StoreError::Config(message) => AdminError::Usage(message),

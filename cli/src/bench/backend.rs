@@ -117,7 +117,7 @@ impl Backend {
 }
 
 async fn postgres() -> Result<Arc<dyn MemoryStore>, BenchError> {
-    let config = cortex_postgres::PostgresConfig::from_env()?;
+    let config = cortex_postgres::PostgresConfig::from_lookup(cortex_app::env_var)?;
     let store = cortex_postgres::PostgresStore::connect(config).await?;
     Ok(Arc::new(store))
 }

@@ -66,6 +66,20 @@ pub fn ok(env: &Env, args: &[&str]) -> String {
     ok_with(env, &[], args)
 }
 
+/// Runs `cmd`, which must fail; returns its stdout and its stderr, which says why.
+pub fn fails(mut cmd: Command) -> (String, String) {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{cmd:?} succeeded: {stdout}{stderr}");
+    (stdout, stderr)
+}
+
+/// `cortex <args>`, which must fail; its stderr.
+pub fn refused(env: &Env, args: &[&str]) -> String {
+    fails(command(env, &[], args)).1
+}
+
 pub fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
@@ -293,6 +307,24 @@ pub fn database_url() -> Option<String> {
 
 pub fn unique_schema(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Whether the test database has a schema of that name (read through a store on the
+/// default schema, which the other tests also open).
+pub async fn schema_exists(url: &str, schema: &str) -> bool {
+    let config = cortex_postgres::PostgresConfig::new(url);
+    let store = cortex_postgres::PostgresStore::connect(config)
+        .await
+        .unwrap();
+    let client = store.pool().get().await.unwrap();
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0)
 }
 
 pub async fn drop_schema(url: &str, schema: &str) {

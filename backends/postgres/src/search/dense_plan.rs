@@ -26,6 +26,7 @@ use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
 use crate::sql::get;
+use crate::tables::Memories;
 
 /// pgvector's HNSW limit for `halfvec`, the type the index is built over.
 pub(crate) const HALFVEC_MAX_DIM: usize = 4000;
@@ -96,6 +97,9 @@ pub(crate) fn check_hnsw_dimension(dimension: usize) -> Result<(), StoreError> {
     }
 }
 
+/// The core's own cosine in SQL (`migrations/0003_unit_dot_loop.sql`).
+pub(crate) const UNIT_DOT: &str = "cortex_unit_dot";
+
 pub(crate) const HNSW_INDEX: &str = "memories_embedding_hnsw_half";
 /// The index's name before it was `halfvec` for every dimension (it was `vector` up to
 /// 2,000 dimensions): replaced, or renamed where it already was `halfvec`.
@@ -117,7 +121,7 @@ pub(crate) async fn ensure_hnsw_index(
     let sql = format!(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {HNSW_INDEX} ON {} USING hnsw \
          ({} halfvec_cosine_ops) WHERE NOT superseded",
-        names.q("memories"),
+        names.q(Memories::Table),
         indexed_expression("", dimension),
     );
     let client = pool.get().await?;
@@ -134,7 +138,7 @@ pub(crate) async fn ensure_hnsw_index(
         // Already the same index under the old name: no rebuild.
         let rename = format!(
             "ALTER INDEX IF EXISTS {} RENAME TO {HNSW_INDEX}",
-            names.q(LEGACY_HNSW_INDEX)
+            names.q_object(LEGACY_HNSW_INDEX)
         );
         match client.batch_execute(&rename).await {
             Ok(()) => {}
@@ -174,7 +178,7 @@ pub(crate) async fn ensure_hnsw_index(
         client
             .batch_execute(&format!(
                 "DROP INDEX CONCURRENTLY IF EXISTS {}",
-                names.q(LEGACY_HNSW_INDEX)
+                names.q_object(LEGACY_HNSW_INDEX)
             ))
             .await
             .map_err(pg_err)?;

@@ -8,6 +8,7 @@ use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
 use super::Ranked;
+use super::aliases::{As, Col, CteName};
 use super::cte::{Cte, Ctes};
 use super::dense_plan::{
     DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
@@ -15,6 +16,7 @@ use super::dense_plan::{
 use super::sql_count;
 use crate::names::Names;
 use crate::sql::{Built, build};
+use crate::tables::Memories;
 
 /// The dense side of one query alone, as one statement returning one row: the ranked
 /// memories as two arrays (see [`Ranked`]), for a search that runs it beside the BM25
@@ -34,11 +36,11 @@ pub(crate) fn dense(
     select
         .expr_as(
             Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
-            "seqs",
+            Col::Seqs,
         )
         .expr_as(
             Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
-            "ranks",
+            Col::Ranks,
         )
         .from(dense.name())
         .with_cte(ctes.finish());
@@ -87,26 +89,29 @@ fn hnsw_dense(
         query_expression(dimension)
     );
     let candidates = ctes.add(
-        "d_cand",
+        CteName::DCand,
         live_distances(names, user, query)
             .order_by_expr(Expr::cust_with_values(order, [query.clone()]), Order::Asc)
             .limit(sql_count(hnsw_candidates(pool)))
             .to_owned(),
     );
     ctes.add(
-        "dense",
+        CteName::Dense,
         Query::select()
-            .column("seq")
-            .expr_as(Expr::cust("row_number() OVER (ORDER BY dist, seq)"), "rnk")
+            .column(Col::Seq)
+            .expr_as(
+                Expr::cust("row_number() OVER (ORDER BY dist, seq)"),
+                Col::Rnk,
+            )
             .from_subquery(
                 Query::select()
-                    .columns(["seq", "dist"])
+                    .columns([Col::Seq, Col::Dist])
                     .from(candidates.name())
-                    .order_by("dist", Order::Asc)
-                    .order_by("seq", Order::Asc)
+                    .order_by(Col::Dist, Order::Asc)
+                    .order_by(Col::Seq, Order::Asc)
                     .limit(sql_count(pool))
                     .to_owned(),
-                "b",
+                As::B,
             )
             .to_owned(),
     )
@@ -119,28 +124,28 @@ fn hnsw_dense(
 fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool: usize) -> Cte {
     let margin = candidate_margin(query.as_slice().len());
     // Every live memory's distance, once (materialised: read twice below).
-    let all = ctes.add("d_all", live_distances(names, user, query));
+    let all = ctes.add(CteName::DAll, live_distances(names, user, query));
     // The pool-th smallest distance (none when the user has fewer memories).
     let cut = ctes.add(
-        "d_cut",
+        CteName::DCut,
         Query::select()
-            .column("dist")
+            .column(Col::Dist)
             .from(all.name())
-            .order_by("dist", Order::Asc)
+            .order_by(Col::Dist, Order::Asc)
             .limit(1)
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
     // Everything within the margin of the cut: a superset of the core's pool.
     let candidates = ctes.add(
-        "d_cand",
+        CteName::DCand,
         Query::select()
-            .columns(["seq", "dist"])
+            .columns([Col::Seq, Col::Dist])
             .from(all.name())
             .and_where(Expr::cust_with_values(
                 format!(
                     "dist <= COALESCE({}, 'Infinity'::float8) + $1::float8",
-                    cut.scalar("dist")
+                    cut.scalar(Col::Dist)
                 ),
                 [margin],
             ))
@@ -156,13 +161,13 @@ fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool:
 /// Every live memory of the user with its pgvector distance to `query`.
 fn live_distances(names: &Names, user: &str, query: &Vector) -> SelectStatement {
     Query::select()
-        .column(("m", "seq"))
+        .column((As::M, Memories::Seq))
         .expr_as(
             Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
-            "dist",
+            Col::Dist,
         )
-        .from_as(names.table("memories"), "m")
-        .and_where(Expr::col(("m", "user_id")).eq(user))
+        .from_as(names.table(Memories::Table), As::M)
+        .and_where(Expr::col((As::M, Memories::UserId)).eq(user))
         .and_where(Expr::cust("NOT m.superseded"))
         .to_owned()
 }

@@ -9,14 +9,16 @@ use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
+use super::aliases::{As, Col, CteName};
 use super::cte::{Cte, Ctes};
-use super::dense_plan::DensePlan;
+use super::dense_plan::{DensePlan, UNIT_DOT};
 use super::dense_side::dense_ranks;
 use super::sql_count;
 use super::{LexicalSide, Ranked};
-use crate::codec::{memory_at, memory_columns};
+use crate::codec::{memory_columns, memory_of};
 use crate::names::Names;
-use crate::sql::{Built, build, get};
+use crate::sql::{Built, build, get_named};
+use crate::tables::{Memories, Users};
 
 /// Where the fused statement's dense ranks come from.
 #[derive(Debug, Clone, Copy)]
@@ -36,11 +38,11 @@ fn unnested(ranked: &Ranked) -> SelectStatement {
     Query::select()
         .expr_as(
             Expr::cust_with_values("unnest($1::int8[])", [ranked.seqs.clone()]),
-            "seq",
+            Col::Seq,
         )
         .expr_as(
             Expr::cust_with_values("unnest($1::int8[])", [ranked.ranks.clone()]),
-            "rnk",
+            Col::Rnk,
         )
         .to_owned()
 }
@@ -64,58 +66,59 @@ pub(crate) fn fused(
         DenseSide::Inline { plan, unit_query } => {
             dense_ranks(&mut ctes, names, plan, user, unit_query, top_k)
         }
-        DenseSide::Ranked(ranked) => ctes.add("dense", unnested(ranked)),
+        DenseSide::Ranked(ranked) => ctes.add(CteName::Dense, unnested(ranked)),
     };
     // The BM25 side's ranks and shares.
     let weights = weights(&mut ctes, names, dense, unit_query, lexical.confidence());
     let lexical = ctes.add(
-        "lexical",
+        CteName::Lexical,
         unnested(&lexical.ranked)
             .expr_as(
                 Expr::cust_with_values("unnest($1::float8[])", [lexical.shares.clone()]),
-                "share",
+                Col::Share,
             )
             .to_owned(),
     );
-    let fused = ctes.add("fused", rrf(dense, lexical, weights));
+    let fused = ctes.add(CteName::Fused, rrf(dense, lexical, weights));
     let smoothed = smoothed(&mut ctes, names, user, fused);
     // The best `top_k`, before any memory is read: the fused rows are up to twice the
     // pool, and only these are returned (every fused row is a live memory's).
     let top = ctes.add(
-        "top",
+        CteName::Top,
         Query::select()
-            .columns(["seq", "d_rank", "l_rank", "score"])
+            .columns([Col::Seq, Col::DRank, Col::LRank, Col::Score])
             .from(smoothed.name())
-            .order_by("score", Order::Desc)
-            .order_by("seq", Order::Asc)
+            .order_by(Col::Score, Order::Desc)
+            .order_by(Col::Seq, Order::Asc)
             .limit(sql_count(top_k))
             .to_owned(),
     );
+    // Read by name (see `decode`): the memory's columns, then the fused ones.
     let mut select = Query::select();
     select
-        .columns(memory_columns("m"))
-        .column(("f", "score"))
-        .column(("f", "d_rank"))
-        .column(("f", "l_rank"))
+        .columns(memory_columns(As::M))
+        .column((As::F, Col::Score))
+        .column((As::F, Col::DRank))
+        .column((As::F, Col::LRank))
         .expr_as(
             Expr::cust_with_values(
                 format!(
                     "(SELECT u.doc_count FROM {} u WHERE u.user_id = $1)",
-                    names.q("users")
+                    names.q(Users::Table)
                 ),
                 [user],
             ),
-            "live",
+            Col::Live,
         )
-        .from_as(top.name(), "f")
+        .from_as(top.name(), As::F)
         .join_as(
             JoinType::InnerJoin,
-            names.table("memories"),
-            "m",
-            Expr::col(("m", "seq")).equals(("f", "seq")),
+            names.table(Memories::Table),
+            As::M,
+            Expr::col((As::M, Memories::Seq)).equals((As::F, Col::Seq)),
         )
-        .order_by(("f", "score"), Order::Desc)
-        .order_by(("f", "seq"), Order::Asc)
+        .order_by((As::F, Col::Score), Order::Desc)
+        .order_by((As::F, Col::Seq), Order::Asc)
         .with_cte(ctes.finish());
     build(&select)
 }
@@ -131,45 +134,45 @@ fn weights(
     lexical_confidence: f64,
 ) -> Cte {
     let gap = ctes.add(
-        "d_gap",
+        CteName::DGap,
         Query::select()
             .expr_as(
                 Expr::cust(
                     "COALESCE(max(cos) FILTER (WHERE rnk = 1) - max(cos) FILTER (WHERE rnk = 2), \
                      0::float8)",
                 ),
-                "gap",
+                Col::Gap,
             )
             .from_subquery(
                 Query::select()
-                    .column(("d", "rnk"))
+                    .column((As::D, Col::Rnk))
                     .expr_as(
                         Expr::cust_with_values(
                             format!(
                                 "{}(m.embedding::real[], $1::vector::real[])::float8",
-                                names.q("cortex_unit_dot")
+                                names.q_object(UNIT_DOT)
                             ),
                             [Vector::from(unit_query.to_vec())],
                         ),
-                        "cos",
+                        Col::Cos,
                     )
-                    .from_as(dense.name(), "d")
+                    .from_as(dense.name(), As::D)
                     .join_as(
                         JoinType::InnerJoin,
-                        names.table("memories"),
-                        "m",
-                        Expr::col(("m", "seq")).equals(("d", "seq")),
+                        names.table(Memories::Table),
+                        As::M,
+                        Expr::col((As::M, Memories::Seq)).equals((As::D, Col::Seq)),
                     )
                     .and_where(Expr::cust("d.rnk <= 2"))
                     .to_owned(),
-                "t",
+                As::T,
             )
             .to_owned(),
     );
     // lexical = LEXICAL_CONFIDENCE * confidence + EPSILON, computed here as the core does.
     let lexical = LEXICAL_CONFIDENCE * lexical_confidence + EPSILON;
     let balanced = ctes.add(
-        "w_lex",
+        CteName::WLex,
         Query::select()
             .expr_as(
                 Expr::cust_with_values(
@@ -183,17 +186,17 @@ fn weights(
                         EPSILON,
                     ],
                 ),
-                "wl",
+                Col::Wl,
             )
-            .from_as(gap.name(), "g")
+            .from_as(gap.name(), As::G)
             .to_owned(),
     );
     ctes.add(
-        "weights",
+        CteName::Weights,
         Query::select()
-            .expr_as(Expr::cust("2::float8 * (1::float8 - b.wl)"), "wd")
-            .expr_as(Expr::cust("2::float8 * b.wl"), "wl")
-            .from_as(balanced.name(), "b")
+            .expr_as(Expr::cust("2::float8 * (1::float8 - b.wl)"), Col::Wd)
+            .expr_as(Expr::cust("2::float8 * b.wl"), Col::Wl)
+            .from_as(balanced.name(), As::B)
             .to_owned(),
     )
 }
@@ -202,25 +205,30 @@ fn weights(
 /// as the core adds them.
 fn rrf(dense: Cte, lexical: Cte, weights: Cte) -> SelectStatement {
     Query::select()
-        .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), "seq")
-        .expr_as(Expr::cust("d.rnk"), "d_rank")
-        .expr_as(Expr::cust("l.rnk"), "l_rank")
+        .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), Col::Seq)
+        .expr_as(Expr::cust("d.rnk"), Col::DRank)
+        .expr_as(Expr::cust("l.rnk"), Col::LRank)
         .expr_as(
             Expr::cust_with_values(
                 "COALESCE(w.wd / ($1::float8 + d.rnk::float8), 0::float8) \
                  + COALESCE((w.wl * l.share) / ($2::float8 + l.rnk::float8), 0::float8)",
                 [RRF_K, RRF_K],
             ),
-            "score",
+            Col::Score,
         )
-        .from_as(dense.name(), "d")
+        .from_as(dense.name(), As::D)
         .join_as(
             JoinType::FullOuterJoin,
             lexical.name(),
-            "l",
-            Expr::col(("d", "seq")).equals(("l", "seq")),
+            As::L,
+            Expr::col((As::D, Col::Seq)).equals((As::L, Col::Seq)),
         )
-        .join_as(JoinType::InnerJoin, weights.name(), "w", Expr::cust("true"))
+        .join_as(
+            JoinType::InnerJoin,
+            weights.name(),
+            As::W,
+            Expr::cust("true"),
+        )
         .to_owned()
 }
 
@@ -229,7 +237,7 @@ fn rrf(dense: Cte, lexical: Cte, weights: Cte) -> SelectStatement {
 /// the core adds it. The neighbours are two index lookups on (user_id, seq) of live
 /// memories per fused row (`around`); their scores are joined back (`smoothed`).
 fn smoothed(ctes: &mut Ctes, names: &Names, user: &str, fused: Cte) -> Cte {
-    let memories_table = names.q("memories");
+    let memories_table = names.q(Memories::Table);
     let neighbour = |cmp: &str, order: &str| {
         format!(
             "(SELECT m.seq FROM {memories_table} m WHERE m.user_id = $1 AND NOT m.superseded \
@@ -237,44 +245,44 @@ fn smoothed(ctes: &mut Ctes, names: &Names, user: &str, fused: Cte) -> Cte {
         )
     };
     let around = ctes.add(
-        "around",
+        CteName::Around,
         Query::select()
-            .columns(["seq", "d_rank", "l_rank", "score"])
+            .columns([Col::Seq, Col::DRank, Col::LRank, Col::Score])
             .expr_as(
                 Expr::cust_with_values(neighbour("<", "DESC"), [user]),
-                "prev",
+                Col::Prev,
             )
             .expr_as(
                 Expr::cust_with_values(neighbour(">", "ASC"), [user]),
-                "next",
+                Col::Next,
             )
-            .from_as(fused.name(), "f")
+            .from_as(fused.name(), As::F)
             .to_owned(),
     );
     ctes.add(
-        "smoothed",
+        CteName::Smoothed,
         Query::select()
-            .columns([("a", "seq"), ("a", "d_rank"), ("a", "l_rank")])
+            .columns([(As::A, Col::Seq), (As::A, Col::DRank), (As::A, Col::LRank)])
             .expr_as(
                 Expr::cust_with_values(
                     "a.score + $1::float8 * GREATEST(COALESCE(p.score, 0::float8), \
                      COALESCE(x.score, 0::float8))",
                     [NEIGHBOUR_WEIGHT],
                 ),
-                "score",
+                Col::Score,
             )
-            .from_as(around.name(), "a")
+            .from_as(around.name(), As::A)
             .join_as(
                 JoinType::LeftJoin,
                 fused.name(),
-                "p",
-                Expr::col(("p", "seq")).equals(("a", "prev")),
+                As::P,
+                Expr::col((As::P, Col::Seq)).equals((As::A, Col::Prev)),
             )
             .join_as(
                 JoinType::LeftJoin,
                 fused.name(),
-                "x",
-                Expr::col(("x", "seq")).equals(("a", "next")),
+                As::X,
+                Expr::col((As::X, Col::Seq)).equals((As::A, Col::Next)),
             )
             .to_owned(),
     )
@@ -282,20 +290,20 @@ fn smoothed(ctes: &mut Ctes, names: &Names, user: &str, fused: Cte) -> Cte {
 
 /// One result row of the [`fused`] statement and the user's live count.
 pub(crate) fn decode(row: &Row) -> Result<(ScoredMemory, Option<i64>), StoreError> {
-    let memory: Memory = memory_at(row, 0)?;
-    let rank = |i: usize| -> Result<Option<u32>, StoreError> {
-        get::<Option<i64>>(row, i)?
+    let memory: Memory = memory_of(row)?;
+    let rank = |column: Col| -> Result<Option<u32>, StoreError> {
+        get_named::<Option<i64>>(row, column)?
             .map(|r| u32::try_from(r).map_err(|_| StoreError::Corrupt(format!("rank {r}"))))
             .transpose()
     };
     Ok((
         ScoredMemory {
             memory,
-            score: get(row, 7)?,
-            dense_rank: rank(8)?,
-            lexical_rank: rank(9)?,
+            score: get_named(row, Col::Score)?,
+            dense_rank: rank(Col::DRank)?,
+            lexical_rank: rank(Col::LRank)?,
             rerank_score: None,
         },
-        get(row, 10)?,
+        get_named(row, Col::Live)?,
     ))
 }

@@ -3,11 +3,13 @@
 
 use sea_query::{Expr, JoinType, Order, Query, SelectStatement};
 
+use super::aliases::{As, Col, CteName};
 use super::bm25;
 use super::cte::{Cte, Ctes};
 use super::sql_count;
 use super::statistics::Statistics;
 use crate::names::Names;
+use crate::tables::Postings;
 
 /// A one-term search, read in impact order (`i_cand`: `(seq, score)`).
 ///
@@ -29,27 +31,27 @@ pub(super) fn impact_ordered(
 ) -> Cte {
     let source = statistics.terms;
     let seed = ctes.add(
-        "i_seed",
+        CteName::ISeed,
         impact_scan(names, user, source, Some(term), None, None, pool),
     );
     let floor = ctes.add(
-        "i_floor",
+        CteName::IFloor,
         Query::select()
-            .column("score")
+            .column(Col::Score)
             .from(seed.name())
-            .order_by("score", Order::Desc)
+            .order_by(Col::Score, Order::Desc)
             .limit(1)
             .offset(sql_count(pool) - 1)
             .to_owned(),
     );
     ctes.add(
-        "i_cand",
+        CteName::ICand,
         impact_scan(
             names,
             user,
             source,
             Some(term),
-            Some(&floor.scalar("score")),
+            Some(&floor.scalar(Col::Score)),
             None,
             pool,
         ),
@@ -72,9 +74,13 @@ pub(super) fn impact_scan(
     pool: usize,
 ) -> SelectStatement {
     let mut scan = Query::select();
-    scan.columns([("q", "seq"), ("q", "tf"), ("q", "doc_len")])
-        .from_as(names.table("postings"), "q")
-        .and_where(Expr::cust("q.tf = g.tf"));
+    scan.columns([
+        (As::Q, Postings::Seq),
+        (As::Q, Postings::Tf),
+        (As::Q, Postings::DocLen),
+    ])
+    .from_as(names.table(Postings::Table), As::Q)
+    .and_where(Expr::cust("q.tf = g.tf"));
     match term {
         Some(term) => scan.and_where(Expr::cust_with_values(
             "q.user_id = $1 AND q.term = $2",
@@ -95,28 +101,31 @@ pub(super) fn impact_scan(
             )))
             .offset(0),
         None => scan
-            .order_by(("q", "doc_len"), Order::Asc)
-            .order_by(("q", "seq"), Order::Asc)
+            .order_by((As::Q, Postings::DocLen), Order::Asc)
+            .order_by((As::Q, Postings::Seq), Order::Asc)
             .limit(sql_count(pool)),
     };
     let mut select = Query::select();
     select
-        .column(("p", "seq"))
-        .expr_as(Expr::cust(bm25::term_score("e.idf", "p", "stats")), "score")
-        .from_as(source.name(), "e")
-        .cross_join("stats")
+        .column((As::P, Postings::Seq))
+        .expr_as(
+            Expr::cust(bm25::term_score("e.idf", "p", "stats")),
+            Col::Score,
+        )
+        .from_as(source.name(), As::E)
+        .cross_join(CteName::Stats)
         .join_lateral(
             JoinType::InnerJoin,
             Query::select()
-                .expr_as(Expr::cust("generate_series(1, e.max_tf)"), "tf")
+                .expr_as(Expr::cust("generate_series(1, e.max_tf)"), Col::Tf)
                 .to_owned(),
-            "g",
+            As::G,
             Expr::cust("true"),
         )
         .join_lateral(
             JoinType::InnerJoin,
             scan.to_owned(),
-            "p",
+            As::P,
             Expr::cust("true"),
         );
     if let Some(guard) = guard {

@@ -9,6 +9,7 @@ use sea_query::{Expr, Query};
 use tokio_postgres::Row;
 
 use super::Ranked;
+use super::aliases::{Col, CteName};
 use super::cte::Ctes;
 use super::impact::impact_ordered;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
@@ -18,7 +19,7 @@ use super::rarest_first::two_terms;
 use super::scores::{grouped_scores, ranked};
 use super::statistics::term_statistics;
 use crate::names::Names;
-use crate::sql::{Built, build, get};
+use crate::sql::{Built, build, get_named};
 
 /// How the BM25 side of several terms prunes (see [`crate::PostgresConfig`]).
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +94,7 @@ pub(crate) fn lexical(
         _ if terms.len() > MAX_PRUNED_TERMS => {
             let all = grouped_scores(names, user, statistics.terms, terms.len());
             Scored {
-                scored: ctes.add("l_scored", all),
+                scored: ctes.add(CteName::LScored, all),
                 path: Expr::cust(LexicalPath::Full.code().to_string()),
                 rarest: None,
             }
@@ -101,39 +102,39 @@ pub(crate) fn lexical(
         [_, _] if query.budget > 0 => two_terms(&mut ctes, &query),
         _ => maxscore(&mut ctes, &query),
     };
-    let lexical = ctes.add("lexical", ranked(scored.scored, query.pool));
+    let lexical = ctes.add(CteName::Lexical, ranked(scored.scored, query.pool));
     let (candidates, looked_up) = match &scored.rarest {
         Some(rarest) => rarest.counts(),
         None => (none(), none()),
     };
+    // Read by name (see `decode_lexical`).
     let mut select = Query::select();
     select
         .expr_as(
             Expr::cust("COALESCE(array_agg(seq ORDER BY rnk), '{}'::int8[])"),
-            "seqs",
+            Col::Seqs,
         )
         .expr_as(
             Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
-            "ranks",
+            Col::Ranks,
         )
-        .expr_as(scored.path, "lexical_path")
-        .expr_as(candidates, "r_candidates")
-        .expr_as(looked_up, "r_looked_up")
+        .expr_as(scored.path, Col::LexicalPath)
+        .expr_as(candidates, Col::RCandidates)
+        .expr_as(looked_up, Col::RLookedUp)
         .expr_as(
             Expr::cust("COALESCE(array_agg(score ORDER BY rnk), '{}'::float8[])"),
-            "scores",
+            Col::Scores,
         )
         // What the query's bound is computed from (see `LexicalSide`): the live count and
         // every query term's df in the terms' order, 0 for a term no live memory holds.
-        .expr_as(Expr::cust("(SELECT n::int8 FROM stats)"), "live")
+        .expr_as(Expr::cust("(SELECT n::int8 FROM stats)"), Col::Live)
         .expr_as(
             Expr::cust(format!(
                 "(SELECT array_agg(COALESCE(i.df, 0)::int8 ORDER BY q.ord) FROM {} q \
                  LEFT JOIN {} i ON i.ord = q.ord)",
-                statistics.query.name(),
-                statistics.terms.name()
+                statistics.query, statistics.terms
             )),
-            "dfs",
+            Col::Dfs,
         )
         .from(lexical.name())
         .with_cte(ctes.finish());
@@ -171,13 +172,13 @@ impl LexicalSide {
 pub(crate) fn decode_lexical(
     row: &Row,
 ) -> Result<(LexicalSide, LexicalPath, RarestFirstLookups), StoreError> {
-    let count = |i: usize| -> Result<u64, StoreError> {
-        let n: i64 = get(row, i)?;
+    let count = |column: Col| -> Result<u64, StoreError> {
+        let n: i64 = get_named(row, column)?;
         u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("lookup count {n}")))
     };
     let ranked = Ranked::decode(row)?;
-    let scores: Vec<f64> = get(row, 5)?;
-    let dfs: Option<Vec<i64>> = get(row, 7)?;
+    let scores: Vec<f64> = get_named(row, Col::Scores)?;
+    let dfs: Option<Vec<i64>> = get_named(row, Col::Dfs)?;
     if scores.len() != ranked.seqs.len() {
         return Err(StoreError::Corrupt(format!(
             "{} BM25 scores for {} ranked memories",
@@ -185,13 +186,14 @@ pub(crate) fn decode_lexical(
             ranked.seqs.len()
         )));
     }
-    let side = LexicalSide::new(ranked, &scores, get(row, 6)?, &dfs.unwrap_or_default());
+    let live = get_named(row, Col::Live)?;
+    let side = LexicalSide::new(ranked, &scores, live, &dfs.unwrap_or_default());
     Ok((
         side,
-        LexicalPath::from_code(get(row, 2)?)?,
+        LexicalPath::from_code(get_named(row, Col::LexicalPath)?)?,
         RarestFirstLookups {
-            candidates: count(3)?,
-            looked_up: count(4)?,
+            candidates: count(Col::RCandidates)?,
+            looked_up: count(Col::RLookedUp)?,
         },
     ))
 }

@@ -4,6 +4,7 @@
 
 use sea_query::Expr;
 
+use super::aliases::Col;
 use super::cte::Cte;
 use super::statistics::Statistics;
 use crate::names::Names;
@@ -48,12 +49,12 @@ pub(super) struct RarestFirst {
 impl RarestFirst {
     /// Whether the path applies.
     pub(super) fn applies(&self) -> String {
-        format!("COALESCE({}, false)", self.gate.scalar("ok"))
+        format!("COALESCE({}, false)", self.gate.scalar(Col::Ok))
     }
 
     /// Whether it scores its candidates by lookups (else every posting is scanned).
     pub(super) fn looks_up(&self) -> String {
-        format!("COALESCE({}, false)", self.mode.scalar("lookup"))
+        format!("COALESCE({}, false)", self.mode.scalar(Col::Lookup))
     }
 
     /// The statement's `r_candidates` and `r_looked_up`, counted only where the lookups

@@ -12,6 +12,7 @@
 
 use sea_query::{Asterisk, Expr, JoinType, Order, Query, SelectStatement, TableRef, UnionType};
 
+use super::aliases::{As, Col, CteName};
 use super::bm25;
 use super::cte::{Cte, Ctes};
 use super::lexical_path::LexicalPath;
@@ -23,6 +24,7 @@ use super::scores::{
 };
 use super::sql_count;
 use super::statistics::split;
+use crate::tables::Postings;
 
 /// The CTEs the MaxScore stages hand on.
 #[derive(Debug, Clone, Copy)]
@@ -39,11 +41,11 @@ struct Stages {
 
 impl Stages {
     fn once(&self) -> String {
-        format!("COALESCE({}, true)", self.once.scalar("once"))
+        format!("COALESCE({}, true)", self.once.scalar(Col::Once))
     }
 
     fn pruned(&self) -> String {
-        format!("COALESCE({}, false)", self.gate.scalar("ok"))
+        format!("COALESCE({}, false)", self.gate.scalar(Col::Ok))
     }
 }
 
@@ -60,13 +62,13 @@ pub(super) fn maxscore(ctes: &mut Ctes, query: &LexicalQuery<'_>) -> Scored {
     };
     let stages = first_stages(ctes, query, split, &r_ok);
     let (survivors, mode) = survivors(ctes, query, &stages);
-    let scored_by_lookups = format!("COALESCE({}, false)", mode.scalar("lookup"));
+    let scored_by_lookups = format!("COALESCE({}, false)", mode.scalar(Col::Lookup));
     let pruned = lookups(ctes, query, &stages, survivors, &scored_by_lookups);
     // Not pruned and not within the budget: every posting of every term can matter. The
     // terms to scan in full, decided once (each scan reads them as a join, not a
     // subquery: cheaper to plan).
     let full = ctes.add(
-        "l_full",
+        CteName::LFull,
         Query::select()
             .column(Asterisk)
             .from(query.statistics.terms.name())
@@ -78,7 +80,7 @@ pub(super) fn maxscore(ctes: &mut Ctes, query: &LexicalQuery<'_>) -> Scored {
             .to_owned(),
     );
     let scored = ctes.add(
-        "l_scored",
+        CteName::LScored,
         every_score(query, &stages, full, pruned, rarest.as_ref()),
     );
     let path = Expr::cust_with_values(
@@ -119,11 +121,11 @@ fn first_stages(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte, r_ok: &st
     let k = query.width;
     // Every term within the budget: `c_part` already holds the full scores.
     let once = ctes.add(
-        "l_once",
+        CteName::LOnce,
         Query::select()
             .expr_as(
                 Expr::cust_with_values("COALESCE(max(cum), 0) <= $1::int8", [budget]),
-                "once",
+                Col::Once,
             )
             .from(split.name())
             .to_owned(),
@@ -135,39 +137,46 @@ fn first_stages(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte, r_ok: &st
             per_term_columns(&mut select, k, |i| format!("s{i}.v"));
             select
         }
-        _ => per_term_columns(Query::select().column("seq"), k, |i| {
+        _ => per_term_columns(Query::select().column(Col::Seq), k, |i| {
             format!("max(v) FILTER (WHERE ord = {i})")
         })
-        .expr_as(Expr::cust(summed_in_order(k)), "partial")
+        .expr_as(Expr::cust(summed_in_order(k)), Col::Partial)
         .from_subquery(
-            term_scores(names, user, split, "e")
+            term_scores(names, user, split, As::E)
                 .and_where(Expr::cust(within_budget.clone()))
                 .to_owned(),
-            "c",
+            As::C,
         )
-        .group_by_col("seq")
+        .group_by_col(Col::Seq)
         .to_owned(),
     };
-    let part = ctes.add("c_part", c_part);
-    let cut = ctes.add("c_cut", nth_partial(part, pool));
+    let part = ctes.add(CteName::CPart, c_part);
+    let cut = ctes.add(CteName::CCut, nth_partial(part, pool));
     let essential = ctes.add(
-        "l_ess",
+        CteName::LEss,
         Query::select()
-            .columns(["term", "ord", "idf", "cum", "tail", "all_df"])
+            .columns([
+                Col::Term,
+                Col::Ord,
+                Col::Idf,
+                Col::Cum,
+                Col::Tail,
+                Col::AllDf,
+            ])
             .expr_as(
                 Expr::cust_with_values(
                     format!(
                         "cum <= $1::int8 OR COALESCE(tail >= {}, true)",
-                        cut.scalar("cut")
+                        cut.scalar(Col::Cut)
                     ),
                     [budget],
                 ),
-                "essential",
+                Col::Essential,
             )
             .from(split.name())
             .to_owned(),
     );
-    let gate = ctes.add("gate", gate_select(cut, essential));
+    let gate = ctes.add(CteName::Gate, gate_select(cut, essential));
     Stages {
         once,
         part,
@@ -179,9 +188,9 @@ fn first_stages(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte, r_ok: &st
 /// `(cut)`: the pool-th best `partial` of `source`.
 fn nth_partial(source: Cte, pool: usize) -> SelectStatement {
     Query::select()
-        .expr_as(Expr::col("partial"), "cut")
+        .expr_as(Expr::col(Col::Partial), Col::Cut)
         .from(source.name())
-        .order_by("partial", Order::Desc)
+        .order_by(Col::Partial, Order::Desc)
         .limit(1)
         .offset(sql_count(pool) - 1)
         .to_owned()
@@ -192,22 +201,22 @@ fn nth_partial(source: Cte, pool: usize) -> SelectStatement {
 /// postings a full scan would read.
 fn gate_select(cut: Cte, essential: Cte) -> SelectStatement {
     Query::select()
-        .column(("c", "cut"))
-        .column(("r", "rest"))
-        .column(("r", "n_pruned"))
-        .column(("r", "all_df"))
-        .expr_as(Expr::cust("c.cut > r.rest"), "ok")
-        .from_as(cut.name(), "c")
+        .column((As::C, Col::Cut))
+        .column((As::R, Col::Rest))
+        .column((As::R, Col::NPruned))
+        .column((As::R, Col::AllDf))
+        .expr_as(Expr::cust("c.cut > r.rest"), Col::Ok)
+        .from_as(cut.name(), As::C)
         .join_subquery(
             JoinType::InnerJoin,
             Query::select()
-                .expr_as(Expr::cust("max(tail)"), "rest")
-                .expr_as(Expr::cust("count(*)"), "n_pruned")
-                .expr_as(Expr::cust("max(all_df)"), "all_df")
+                .expr_as(Expr::cust("max(tail)"), Col::Rest)
+                .expr_as(Expr::cust("count(*)"), Col::NPruned)
+                .expr_as(Expr::cust("max(all_df)"), Col::AllDf)
                 .from(essential.name())
                 .and_where(Expr::cust("NOT essential"))
                 .to_owned(),
-            "r",
+            As::R,
             Expr::cust("r.rest IS NOT NULL"),
         )
         .to_owned()
@@ -225,21 +234,21 @@ fn survivors(ctes: &mut Ctes, query: &LexicalQuery<'_>, stages: &Stages) -> ((Ct
     let k = query.width;
     let pruned = stages.pruned();
     let mut e2 = Query::select();
-    e2.column("seq");
+    e2.column(Col::Seq);
     let e2 = per_term_columns(&mut e2, k, |i| format!("CASE WHEN ord = {i} THEN v END"))
         .from_subquery(
-            term_scores(query.names, query.user, stages.essential, "e")
+            term_scores(query.names, query.user, stages.essential, As::E)
                 .and_where(Expr::cust_with_values(
                     "e.essential AND e.cum > $1::int8",
                     [query.budget],
                 ))
                 .and_where(Expr::cust(pruned.clone()))
                 .to_owned(),
-            "m",
+            As::M,
         )
         .to_owned();
     let mut c1 = Query::select();
-    c1.column("seq");
+    c1.column(Col::Seq);
     let c1 = per_term_columns(&mut c1, k, |i| format!("v{i}"))
         .from(stages.part.name())
         .union(UnionType::All, e2)
@@ -247,36 +256,36 @@ fn survivors(ctes: &mut Ctes, query: &LexicalQuery<'_>, stages: &Stages) -> ((Ct
     let ess_sum = fold((1..=k).map(|i| format!("max(x.v{i})")));
     let gate = stages.gate;
     let survivors = ctes.add(
-        "c_ess",
-        per_term_columns(Query::select().column(("x", "seq")), k, |i| {
+        CteName::CEss,
+        per_term_columns(Query::select().column((As::X, Col::Seq)), k, |i| {
             format!("max(x.v{i})")
         })
-        .expr_as(Expr::cust(ess_sum.clone()), "partial")
-        .from_subquery(c1, "x")
+        .expr_as(Expr::cust(ess_sum.clone()), Col::Partial)
+        .from_subquery(c1, As::X)
         .and_where(Expr::cust(pruned))
-        .group_by_col(("x", "seq"))
+        .group_by_col((As::X, Col::Seq))
         .and_having(Expr::cust(format!(
             "{ess_sum} + {} >= {}",
-            gate.scalar("rest"),
-            gate.scalar("cut")
+            gate.scalar(Col::Rest),
+            gate.scalar(Col::Cut)
         )))
         .to_owned(),
     );
-    let cut2 = ctes.add("c_cut2", nth_partial(survivors, query.pool));
+    let cut2 = ctes.add(CteName::CCut2, nth_partial(survivors, query.pool));
     let mode = ctes.add(
-        "l_mode",
+        CteName::LMode,
         Query::select()
             .expr_as(
                 Expr::cust(format!(
                     "g.ok AND (SELECT count(*) FROM {survivors} c WHERE c.partial + g.rest \
                      >= {})::float8 * g.n_pruned::float8 \
                      * {lookup_cost}::float8 <= g.all_df::float8",
-                    cut2.scalar("cut"),
+                    cut2.scalar(Col::Cut),
                     lookup_cost = query.lookup_cost,
                 )),
-                "lookup",
+                Col::Lookup,
             )
-            .from_as(gate.name(), "g")
+            .from_as(gate.name(), As::G)
             .to_owned(),
     );
     ((survivors, cut2), mode)
@@ -311,8 +320,8 @@ fn lookups(
             format!("term{i}"),
         );
     }
-    let row = ctes.add("l_row", row.from(stages.essential.name()).to_owned());
-    let postings = query.names.q("postings");
+    let row = ctes.add(CteName::LRow, row.from(stages.essential.name()).to_owned());
+    let postings = query.names.q(Postings::Table);
     let looked_up = |i: usize| {
         format!(
             "COALESCE(c.v{i}, CASE WHEN r.pr{i} THEN (SELECT {} \
@@ -322,17 +331,17 @@ fn lookups(
         )
     };
     ctes.add(
-        "l_pruned",
+        CteName::LPruned,
         Query::select()
-            .column(("c", "seq"))
-            .expr_as(Expr::cust(fold((1..=k).map(looked_up))), "score")
-            .from_as(survivors.name(), "c")
-            .cross_join(TableRef::from(row.name()).alias("r"))
-            .cross_join(TableRef::from("stats").alias("s"))
+            .column((As::C, Col::Seq))
+            .expr_as(Expr::cust(fold((1..=k).map(looked_up))), Col::Score)
+            .from_as(survivors.name(), As::C)
+            .cross_join(TableRef::from(row.name()).alias(As::R))
+            .cross_join(TableRef::from(CteName::Stats).alias(As::S))
             .and_where(Expr::cust(format!(
                 "c.partial + {} >= {}",
-                stages.gate.scalar("rest"),
-                cut2.scalar("cut")
+                stages.gate.scalar(Col::Rest),
+                cut2.scalar(Col::Cut)
             )))
             .and_where(Expr::cust(scored_by_lookups.to_owned()))
             .to_owned(),
@@ -351,11 +360,11 @@ fn every_score(
     let k = query.width;
     let mut unpruned = match k {
         ..=MAX_UNROLLED_TERMS => Query::select()
-            .column("seq")
-            .expr_as(Expr::col("partial"), "score")
+            .column(Col::Seq)
+            .expr_as(Expr::col(Col::Partial), Col::Score)
             .from_subquery(
                 every_posting(query.names, query.user, full, query.terms, k, "true"),
-                "a",
+                As::A,
             )
             .to_owned(),
         _ => grouped_scores(query.names, query.user, full, k),
@@ -364,8 +373,8 @@ fn every_score(
         .union(
             UnionType::All,
             Query::select()
-                .column("seq")
-                .expr_as(Expr::col("partial"), "score")
+                .column(Col::Seq)
+                .expr_as(Expr::col(Col::Partial), Col::Score)
                 .from(stages.part.name())
                 .and_where(Expr::cust(stages.once()))
                 .to_owned(),
@@ -373,7 +382,7 @@ fn every_score(
         .union(
             UnionType::All,
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(pruned.name())
                 .to_owned(),
         );
@@ -381,7 +390,7 @@ fn every_score(
         unpruned.union(
             UnionType::All,
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(rarest.scored.name())
                 .to_owned(),
         );

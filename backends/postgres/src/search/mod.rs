@@ -31,12 +31,14 @@
 //!   memories' fused scores (by sequence; 0 when not fused), ordered by score then
 //!   sequence, the best `top_k`.
 //!
-//! Module map: [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
+//! Module map: [`aliases`] (the names of CTEs, computed columns and table aliases),
+//! [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
 //! [`statistics`] (terms, statistics, bounds), [`scores`] (per-term scores and their
 //! ordered sums), [`impact`], [`rarest_first`], [`maxscore`], [`lexical`] (the BM25
 //! statement), [`dense_side`] (exact and HNSW), [`fusion`] and [`transaction`] (running
 //! one search).
 
+mod aliases;
 mod bm25;
 mod cte;
 pub(crate) mod dense_plan;
@@ -63,7 +65,8 @@ pub(crate) use fusion::{DenseSide, decode, fused};
 pub(crate) use lexical::{LexicalSide, Pruning, decode_lexical, lexical};
 pub(crate) use transaction::{Search, Store};
 
-use crate::sql::get;
+use crate::sql::get_named;
+use aliases::Col;
 
 /// One side's result, which the fused statement reads: the best `pool` memories' sequence
 /// numbers and their 1-based ranks, best first.
@@ -74,11 +77,11 @@ pub(crate) struct Ranked {
 }
 
 impl Ranked {
-    /// A [`lexical`] or [`dense`] statement's first two columns.
+    /// A [`lexical`] or [`dense`] statement's `seqs` and `ranks`.
     fn decode(row: &Row) -> Result<Self, StoreError> {
         Ok(Self {
-            seqs: get(row, 0)?,
-            ranks: get(row, 1)?,
+            seqs: get_named(row, Col::Seqs)?,
+            ranks: get_named(row, Col::Ranks)?,
         })
     }
 }

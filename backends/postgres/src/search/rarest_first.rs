@@ -5,6 +5,7 @@
 
 use sea_query::{Asterisk, Expr, Order, Query, SelectStatement, TableRef, UnionType};
 
+use super::aliases::{As, Col, CteName};
 use super::bm25;
 use super::cte::{Cte, Ctes};
 use super::impact::impact_scan;
@@ -13,6 +14,7 @@ use super::lexical_query::{LexicalQuery, RarestFirst, Scored};
 use super::scores::{every_posting, fold};
 use super::sql_count;
 use crate::names::Names;
+use crate::tables::Postings;
 
 /// The rarest-first lookups' stages, in pools: the best `FIRST_STAGE` pools of candidates,
 /// then the next `SECOND_STAGE` that still reach the first stage's floor, then the rest
@@ -39,7 +41,7 @@ pub(super) fn two_terms(ctes: &mut Ctes, query: &LexicalQuery<'_>) -> Scored {
     let split = super::statistics::split(ctes, statistics);
     let rarest = rarest_first(ctes, query, split);
     let full = ctes.add(
-        "l_full",
+        CteName::LFull,
         Query::select()
             .column(Asterisk)
             .from(statistics.terms.name())
@@ -48,20 +50,20 @@ pub(super) fn two_terms(ctes: &mut Ctes, query: &LexicalQuery<'_>) -> Scored {
     );
     let mut scored = Query::select();
     scored
-        .column("seq")
-        .expr_as(Expr::col("partial"), "score")
+        .column(Col::Seq)
+        .expr_as(Expr::col(Col::Partial), Col::Score)
         .from_subquery(
             every_posting(names, user, full, terms, query.width, "true"),
-            "a",
+            As::A,
         )
         .union(
             UnionType::All,
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(rarest.scored.name())
                 .to_owned(),
         );
-    let scored = ctes.add("l_scored", scored);
+    let scored = ctes.add(CteName::LScored, scored);
     let path = Expr::cust_with_values(
         format!(
             "CASE WHEN {lookup} THEN {rarest_code} \
@@ -102,21 +104,21 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
     let k = query.width;
     // The rarest term, with the others' summed bounds (the next term's tail; none: 0).
     let term = ctes.add(
-        "r_term",
+        CteName::RTerm,
         Query::select()
-            .columns(["term", "ord", "idf", "max_tf"])
+            .columns([Col::Term, Col::Ord, Col::Idf, Col::MaxTf])
             .expr_as(
                 Expr::cust("COALESCE(lead(tail) OVER (ORDER BY cum), 0::float8)"),
-                "rest",
+                Col::Rest,
             )
-            .expr_as(Expr::cust("all_df"), "all_df")
+            .expr_as(Expr::cust("all_df"), Col::AllDf)
             .from(split.name())
-            .order_by("cum", Order::Asc)
+            .order_by(Col::Cum, Order::Asc)
             .limit(1)
             .to_owned(),
     );
     let seed = ctes.add(
-        "r_seed",
+        CteName::RSeed,
         impact_scan(names, user, term, None, None, None, pool),
     );
     // Every term's idf and text in one row, for the lookups.
@@ -131,11 +133,11 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
             format!("term{i}"),
         );
     }
-    let row = ctes.add("r_row", row.from(statistics.terms.name()).to_owned());
-    let gate = ctes.add("r_gate", gate_select(seed, term, pool));
-    let ok = format!("COALESCE({}, false)", gate.scalar("ok"));
+    let row = ctes.add(CteName::RRow, row.from(statistics.terms.name()).to_owned());
+    let gate = ctes.add(CteName::RGate, gate_select(seed, term, pool));
+    let ok = format!("COALESCE({}, false)", gate.scalar(Col::Ok));
     let candidates = ctes.add(
-        "r_cand",
+        CteName::RCand,
         impact_scan(
             names,
             user,
@@ -147,7 +149,7 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
         ),
     );
     let mode = ctes.add(
-        "r_mode",
+        CteName::RMode,
         mode_select(gate, term, candidates, query.terms.len(), lookup_cost),
     );
     let handles = RarestFirst {
@@ -170,20 +172,20 @@ pub(super) fn rarest_first(ctes: &mut Ctes, query: &LexicalQuery<'_>, split: Cte
 /// summed bounds (`rest`), and whether the cut beats them (`ok`).
 fn gate_select(seed: Cte, term: Cte, pool: usize) -> SelectStatement {
     Query::select()
-        .expr_as(Expr::cust("f.score"), "cut")
-        .expr_as(Expr::cust("e.rest"), "rest")
-        .expr_as(Expr::cust("f.score > e.rest"), "ok")
+        .expr_as(Expr::cust("f.score"), Col::Cut)
+        .expr_as(Expr::cust("e.rest"), Col::Rest)
+        .expr_as(Expr::cust("f.score > e.rest"), Col::Ok)
         .from_subquery(
             Query::select()
-                .column("score")
+                .column(Col::Score)
                 .from(seed.name())
-                .order_by("score", Order::Desc)
+                .order_by(Col::Score, Order::Desc)
                 .limit(1)
                 .offset(sql_count(pool) - 1)
                 .to_owned(),
-            "f",
+            As::F,
         )
-        .cross_join(TableRef::from(term.name()).alias("e"))
+        .cross_join(TableRef::from(term.name()).alias(As::E))
         .to_owned()
 }
 
@@ -214,9 +216,9 @@ fn mode_select(
         ),
     };
     Query::select()
-        .expr_as(pays, "lookup")
-        .from_as(gate.name(), "g")
-        .cross_join(TableRef::from(term.name()).alias("e"))
+        .expr_as(pays, Col::Lookup)
+        .from_as(gate.name(), As::G)
+        .cross_join(TableRef::from(term.name()).alias(As::E))
         .to_owned()
 }
 
@@ -239,7 +241,7 @@ impl Lookups<'_> {
     /// rare term): the rare term's score is its own; every other term's comes from a key
     /// lookup (none for a term no memory holds). Added in the query terms' order.
     fn scored(&self, source: SelectStatement) -> SelectStatement {
-        let postings = self.names.q("postings");
+        let postings = self.names.q(Postings::Table);
         let score = |i: usize| {
             format!(
                 "CASE WHEN e.ord = {i} THEN c.score WHEN r.term{i} IS NOT NULL THEN \
@@ -249,12 +251,12 @@ impl Lookups<'_> {
             )
         };
         Query::select()
-            .column(("c", "seq"))
-            .expr_as(Expr::cust(fold((1..=self.k).map(score))), "score")
-            .from_subquery(source, "c")
-            .cross_join(TableRef::from(self.term.name()).alias("e"))
-            .cross_join(TableRef::from(self.row.name()).alias("r"))
-            .cross_join(TableRef::from("stats").alias("s"))
+            .column((As::C, Col::Seq))
+            .expr_as(Expr::cust(fold((1..=self.k).map(score))), Col::Score)
+            .from_subquery(source, As::C)
+            .cross_join(TableRef::from(self.term.name()).alias(As::E))
+            .cross_join(TableRef::from(self.row.name()).alias(As::R))
+            .cross_join(TableRef::from(CteName::Stats).alias(As::S))
             .to_owned()
     }
 }
@@ -277,8 +279,8 @@ fn stage_edges(rarest: &RarestFirst, pool: usize) -> SelectStatement {
         )
     };
     Query::select()
-        .expr_as(nth_best(first), "e1")
-        .expr_as(nth_best(first.saturating_add(second)), "e2")
+        .expr_as(nth_best(first), Col::E1)
+        .expr_as(nth_best(first.saturating_add(second)), Col::E2)
         .and_where(Expr::cust(rarest.looks_up()))
         .to_owned()
 }
@@ -297,14 +299,14 @@ fn staged_lookups(
 ) -> Cte {
     let candidates = rarest.candidates;
     let looks_up = rarest.looks_up();
-    let edges = ctes.add("r_edges", stage_edges(rarest, pool));
-    let (edge1, edge2) = (edges.scalar("e1"), edges.scalar("e2"));
+    let edges = ctes.add(CteName::REdges, stage_edges(rarest, pool));
+    let (edge1, edge2) = (edges.scalar(Col::E1), edges.scalar(Col::E2));
     // Kept: at least `floor - rest` (and, as every candidate, `cut - rest`).
     let term = lookups.term;
     let reaches = |floor: &str| {
         format!(
             "score >= COALESCE({floor} - {}, '-Infinity'::float8)",
-            term.scalar("rest")
+            term.scalar(Col::Rest)
         )
     };
     // The pool-th best full score the stages so far have found (none: fewer than a
@@ -322,7 +324,7 @@ fn staged_lookups(
     let stage = |condition: String, values: Vec<i64>| {
         lookups.scored(
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(candidates.name())
                 .and_where(Expr::cust_with_values(
                     format!("{looks_up} AND {condition}"),
@@ -332,14 +334,14 @@ fn staged_lookups(
         )
     };
     let s1 = ctes.add(
-        "r_s1",
+        CteName::RS1,
         stage(
             format!("score >= COALESCE({edge1}, '-Infinity'::float8)"),
             Vec::new(),
         ),
     );
     let s2 = ctes.add(
-        "r_s2",
+        CteName::RS2,
         stage(
             format!(
                 "score < {edge1} AND score >= COALESCE({edge2}, '-Infinity'::float8) AND {}",
@@ -349,24 +351,24 @@ fn staged_lookups(
         ),
     );
     let s3 = ctes.add(
-        "r_s3",
+        CteName::RS3,
         stage(
             format!("score < {edge2} AND {}", reaches(&floor_of(&[s1, s2]))),
             vec![offset(pool)],
         ),
     );
     let mut staged = Query::select()
-        .columns(["seq", "score"])
+        .columns([Col::Seq, Col::Score])
         .from(s1.name())
         .to_owned();
     for stage in [s2, s3] {
         staged.union(
             UnionType::All,
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(stage.name())
                 .to_owned(),
         );
     }
-    ctes.add("r_scored", staged)
+    ctes.add(CteName::RScored, staged)
 }

@@ -2,12 +2,14 @@
 //! core adds a memory's term scores in the query terms' order starting from zero, and
 //! float addition is not associative, so the SQL adds in that order too.
 
-use sea_query::{Expr, JoinType, Order, Query, SelectStatement};
+use sea_query::{Expr, IdenStatic, JoinType, Order, Query, SelectStatement};
 
+use super::aliases::{As, Col, CteName};
 use super::bm25;
 use super::cte::Cte;
 use super::sql_count;
 use crate::names::Names;
+use crate::tables::Postings;
 
 /// Above this many query terms the per-memory sum is an ordered aggregate instead of one
 /// column per term (whose expression grows with the terms).
@@ -15,27 +17,26 @@ pub(super) const MAX_UNROLLED_TERMS: usize = 32;
 
 /// `(seq, ord, v)`: every posting of the terms in `source` (aliased `alias`, with `term`,
 /// `ord` and `idf`), with its term score.
-pub(super) fn term_scores(
-    names: &Names,
-    user: &str,
-    source: Cte,
-    alias: &'static str,
-) -> SelectStatement {
+pub(super) fn term_scores(names: &Names, user: &str, source: Cte, alias: As) -> SelectStatement {
+    let alias_name = alias.as_str();
     Query::select()
-        .column(("p", "seq"))
-        .expr_as(Expr::col((alias, "ord")), "ord")
+        .column((As::P, Postings::Seq))
+        .expr_as(Expr::col((alias, Col::Ord)), Col::Ord)
         .expr_as(
-            Expr::cust(bm25::term_score(&format!("{alias}.idf"), "p", "stats")),
-            "v",
+            Expr::cust(bm25::term_score(&format!("{alias_name}.idf"), "p", "stats")),
+            Col::V,
         )
         .from_as(source.name(), alias)
         .join_as(
             JoinType::InnerJoin,
-            names.table("postings"),
-            "p",
-            Expr::cust_with_values(format!("p.user_id = $1 AND p.term = {alias}.term"), [user]),
+            names.table(Postings::Table),
+            As::P,
+            Expr::cust_with_values(
+                format!("p.user_id = $1 AND p.term = {alias_name}.term"),
+                [user],
+            ),
         )
-        .cross_join("stats")
+        .cross_join(CteName::Stats)
         .to_owned()
 }
 
@@ -50,19 +51,19 @@ fn one_term_scores(
     guard: &str,
 ) -> SelectStatement {
     Query::select()
-        .column(("p", "seq"))
-        .expr_as(Expr::cust(bm25::term_score("e.idf", "p", "stats")), "v")
-        .from_as(source.name(), "e")
+        .column((As::P, Postings::Seq))
+        .expr_as(Expr::cust(bm25::term_score("e.idf", "p", "stats")), Col::V)
+        .from_as(source.name(), As::E)
         .join_as(
             JoinType::InnerJoin,
-            names.table("postings"),
-            "p",
+            names.table(Postings::Table),
+            As::P,
             Expr::cust_with_values(
                 "p.user_id = $1 AND p.term = $2",
                 [user.to_owned(), term.to_owned()],
             ),
         )
-        .cross_join("stats")
+        .cross_join(CteName::Stats)
         .and_where(Expr::cust(format!("e.ord = {ord} AND {guard}")))
         .to_owned()
 }
@@ -84,10 +85,13 @@ pub(super) fn every_posting(
     let mut select = Query::select();
     let seqs: Vec<String> = (1..=width).map(|i| format!("s{i}.seq")).collect();
     select
-        .expr_as(Expr::cust(format!("COALESCE({})", seqs.join(", "))), "seq")
+        .expr_as(
+            Expr::cust(format!("COALESCE({})", seqs.join(", "))),
+            Col::Seq,
+        )
         .expr_as(
             Expr::cust(fold((1..=width).map(|i| format!("s{i}.v")))),
-            "partial",
+            Col::Partial,
         );
     for i in 0..width {
         let term = terms.get(i).map_or("", String::as_str);
@@ -119,10 +123,10 @@ pub(super) fn grouped_scores(
     terms: usize,
 ) -> SelectStatement {
     Query::select()
-        .column("seq")
-        .expr_as(Expr::cust(summed_in_order(terms)), "score")
-        .from_subquery(term_scores(names, user, source, "i"), "x")
-        .group_by_col("seq")
+        .column(Col::Seq)
+        .expr_as(Expr::cust(summed_in_order(terms)), Col::Score)
+        .from_subquery(term_scores(names, user, source, As::I), As::X)
+        .group_by_col(Col::Seq)
         .to_owned()
 }
 
@@ -172,21 +176,21 @@ pub(super) fn summed_in_order(term_count: usize) -> String {
 /// every row would sort all of them, tens of thousands when a query term is common.
 pub(super) fn ranked(source: Cte, pool: usize) -> SelectStatement {
     Query::select()
-        .column("seq")
-        .column("score")
+        .column(Col::Seq)
+        .column(Col::Score)
         .expr_as(
             Expr::cust("row_number() OVER (ORDER BY score DESC, seq ASC)"),
-            "rnk",
+            Col::Rnk,
         )
         .from_subquery(
             Query::select()
-                .columns(["seq", "score"])
+                .columns([Col::Seq, Col::Score])
                 .from(source.name())
-                .order_by("score", Order::Desc)
-                .order_by("seq", Order::Asc)
+                .order_by(Col::Score, Order::Desc)
+                .order_by(Col::Seq, Order::Asc)
                 .limit(sql_count(pool))
                 .to_owned(),
-            "b",
+            As::B,
         )
         .to_owned()
 }

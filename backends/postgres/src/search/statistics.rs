@@ -3,9 +3,11 @@
 
 use sea_query::{Expr, ExprTrait, JoinType, Query};
 
+use super::aliases::{As, Col, CteName};
 use super::bm25::{BM25_PARAMS, IDF, saturation};
 use super::cte::{Cte, Ctes};
 use crate::names::Names;
+use crate::tables::{Postings, Terms, Users};
 
 /// Relative (and absolute) widening of the bounds, far above float rounding: a looser
 /// bound only prunes a little less.
@@ -34,56 +36,56 @@ pub(super) fn term_statistics(
 ) -> Statistics {
     let ordinals: Vec<i64> = (1..=terms.len() as i64).collect();
     let q_terms = ctes.add(
-        "q_terms",
+        CteName::QTerms,
         Query::select()
             .expr_as(
                 Expr::cust_with_values("unnest($1::text[]) COLLATE \"C\"", [terms.to_vec()]),
-                "term",
+                Col::Term,
             )
             .expr_as(
                 Expr::cust_with_values("unnest($1::int8[])", [ordinals]),
-                "ord",
+                Col::Ord,
             )
             .to_owned(),
     );
     let param = |i: usize| Expr::cust_with_values("$1::float8", [BM25_PARAMS[i]]);
     let stats = ctes.add(
-        "stats",
+        CteName::Stats,
         Query::select()
-            .expr_as(Expr::cust("s.doc_count::float8"), "n")
+            .expr_as(Expr::cust("s.doc_count::float8"), Col::N)
             .expr_as(
                 Expr::cust("s.total_len::float8 / s.doc_count::float8"),
-                "avgdl",
+                Col::Avgdl,
             )
             // For the pruned terms' lookups, which read these instead of binding them again.
-            .expr_as(Expr::cust("s.user_id"), "uid")
-            .expr_as(param(0), "k1p1")
-            .expr_as(param(1), "k1")
-            .expr_as(param(2), "omb")
-            .expr_as(param(3), "b")
-            .from_as(names.table("users"), "s")
-            .and_where(Expr::col(("s", "user_id")).eq(user))
+            .expr_as(Expr::cust("s.user_id"), Col::Uid)
+            .expr_as(param(0), Col::K1p1)
+            .expr_as(param(1), Col::K1)
+            .expr_as(param(2), Col::Omb)
+            .expr_as(param(3), Col::B)
+            .from_as(names.table(Users::Table), As::S)
+            .and_where(Expr::col((As::S, Users::UserId)).eq(user))
             .and_where(Expr::cust("s.doc_count > 0"))
             .to_owned(),
     );
     let terms = ctes.add(
-        "l_idf",
+        CteName::LIdf,
         Query::select()
-            .column(("q", "term"))
-            .column(("q", "ord"))
-            .column(("t", "df"))
-            .column(("t", "max_tf"))
+            .column((As::Q, Col::Term))
+            .column((As::Q, Col::Ord))
+            .column((As::T, Terms::Df))
+            .column((As::T, Terms::MaxTf))
             // df kept by the postings' triggers (a term no live memory holds has no row).
-            .expr_as(Expr::cust(IDF), "idf")
-            .expr_as(Expr::cust(term_bound(names)), "ub")
-            .from_as(q_terms.name(), "q")
+            .expr_as(Expr::cust(IDF), Col::Idf)
+            .expr_as(Expr::cust(term_bound(names)), Col::Ub)
+            .from_as(q_terms.name(), As::Q)
             .join_as(
                 JoinType::InnerJoin,
-                names.table("terms"),
-                "t",
+                names.table(Terms::Table),
+                As::T,
                 Expr::cust_with_values("t.user_id = $1 AND t.term = q.term AND t.df > 0", [user]),
             )
-            .join_as(JoinType::InnerJoin, stats.name(), "s", Expr::cust("true"))
+            .join_as(JoinType::InnerJoin, stats.name(), As::S, Expr::cust("true"))
             .to_owned(),
     );
     Statistics {
@@ -118,7 +120,7 @@ fn term_bound(names: &Names) -> String {
             &format!(
                 "(SELECT min(p.doc_len) FROM {postings} p WHERE p.user_id = s.uid \
                  AND p.term = t.term AND p.tf = g.tf)",
-                postings = names.q("postings"),
+                postings = names.q(Postings::Table),
             ),
             "s"
         ),
@@ -131,18 +133,21 @@ fn term_bound(names: &Names) -> String {
 /// (`tail`).
 pub(super) fn split(ctes: &mut Ctes, statistics: Statistics) -> Cte {
     ctes.add(
-        "l_split",
+        CteName::LSplit,
         Query::select()
-            .columns(["term", "ord", "idf", "ub", "max_tf"])
-            .expr_as(Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"), "cum")
-            .expr_as(Expr::cust("(sum(df) OVER ())::int8"), "all_df")
+            .columns([Col::Term, Col::Ord, Col::Idf, Col::Ub, Col::MaxTf])
+            .expr_as(
+                Expr::cust("(sum(df) OVER (ORDER BY df, ord))::int8"),
+                Col::Cum,
+            )
+            .expr_as(Expr::cust("(sum(df) OVER ())::int8"), Col::AllDf)
             .expr_as(
                 Expr::cust_with_values(
                     "sum(ub) OVER (ORDER BY df, ord ROWS BETWEEN CURRENT ROW AND UNBOUNDED \
                      FOLLOWING) * $1::float8 + $2::float8",
                     [1.0 + BOUND_SLACK, BOUND_SLACK],
                 ),
-                "tail",
+                Col::Tail,
             )
             .from(statistics.terms.name())
             .to_owned(),

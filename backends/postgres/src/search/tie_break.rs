@@ -16,8 +16,11 @@
 use pgvector::Vector;
 use sea_query::{Expr, JoinType, Order, Query};
 
+use super::aliases::{As, Col, CteName};
 use super::cte::{Cte, Ctes};
+use super::dense_plan::UNIT_DOT;
 use crate::names::Names;
+use crate::tables::Memories;
 
 /// Adds the CTEs that rank `candidates` (`seq`, `dist`: the exact-mode candidates, a
 /// superset of the core's pool) as the core does, ending with `dense` (`seq`, `rnk`): the best
@@ -42,16 +45,16 @@ pub(crate) fn ranked(
 /// candidates whose distances lie within `margin` of each other.
 fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
     let gaps = ctes.add(
-        "d_gaps",
+        CteName::DGaps,
         Query::select()
-            .columns(["seq", "dist"])
+            .columns([Col::Seq, Col::Dist])
             .expr_as(
                 Expr::cust_with_values(
                     "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
                      THEN 1 ELSE 0 END",
                     [margin],
                 ),
-                "step",
+                Col::Step,
             )
             .from(candidates.name())
             .to_owned(),
@@ -59,12 +62,12 @@ fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
     // (dist, seq) is unique, so a ROWS frame sums the same as the default RANGE one, and
     // does not look for peers.
     ctes.add(
-        "d_runs",
+        CteName::DRuns,
         Query::select()
-            .columns(["seq", "dist"])
+            .columns([Col::Seq, Col::Dist])
             .expr_as(
                 Expr::cust("sum(step) OVER (ORDER BY dist, seq ROWS UNBOUNDED PRECEDING)"),
-                "run",
+                Col::Run,
             )
             .from(gaps.name())
             .to_owned(),
@@ -74,14 +77,14 @@ fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
 /// `d_keyed` (seq, dist, run, probe): each candidate with its grouping key (the probe's
 /// inner product) when its run has more than one member.
 fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
-    let memories = names.q("memories");
+    let memories = names.q(Memories::Table);
     let probe = Vector::from(probe(query.as_slice().len()));
     // Only runs of more than one need the exact score; their members get the key, each
     // through a keyed lookup (a join could read every candidate's embedding).
     ctes.add(
-        "d_keyed",
+        CteName::DKeyed,
         Query::select()
-            .columns([("r", "seq"), ("r", "dist"), ("r", "run")])
+            .columns([(As::R, Col::Seq), (As::R, Col::Dist), (As::R, Col::Run)])
             .expr_as(
                 Expr::cust_with_values(
                     format!(
@@ -91,9 +94,9 @@ fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
                     ),
                     [probe],
                 ),
-                "probe",
+                Col::Probe,
             )
-            .from_as(runs.name(), "r")
+            .from_as(runs.name(), As::R)
             .to_owned(),
     )
 }
@@ -101,36 +104,41 @@ fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
 /// `d_first` (run, dist, probe, seq, embedding, score): each key's first member, scored
 /// by the core's own cosine.
 fn first_scores(ctes: &mut Ctes, names: &Names, keyed: Cte, query: &Vector) -> Cte {
-    let unit_dot = names.q("cortex_unit_dot");
+    let unit_dot = names.q_object(UNIT_DOT);
     // One exact score per key: its first member's. Materialised, so each is computed
     // once, not once per row it is joined to; the lateral lookup stays a keyed one.
     let firsts = Query::select()
-        .columns(["run", "dist", "probe"])
-        .expr_as(Expr::cust("min(seq)"), "seq")
+        .columns([Col::Run, Col::Dist, Col::Probe])
+        .expr_as(Expr::cust("min(seq)"), Col::Seq)
         .from(keyed.name())
         .and_where(Expr::cust("probe IS NOT NULL"))
-        .group_by_columns(["run", "dist", "probe"])
+        .group_by_columns([Col::Run, Col::Dist, Col::Probe])
         .to_owned();
     let exact = Query::select()
-        .expr_as(Expr::cust("m.embedding"), "embedding")
+        .expr_as(Expr::cust("m.embedding"), Col::Embedding)
         .expr_as(
             Expr::cust_with_values(
                 format!("{unit_dot}(m.embedding::real[], $1::vector::real[])"),
                 [query.clone()],
             ),
-            "score",
+            Col::Score,
         )
-        .from_as(names.table("memories"), "m")
+        .from_as(names.table(Memories::Table), As::M)
         .and_where(Expr::cust("m.seq = f.seq"))
         .offset(0)
         .to_owned();
     ctes.add_materialized(
-        "d_first",
+        CteName::DFirst,
         Query::select()
-            .columns([("f", "run"), ("f", "dist"), ("f", "probe"), ("f", "seq")])
-            .columns([("x", "embedding"), ("x", "score")])
-            .from_subquery(firsts, "f")
-            .join_lateral(JoinType::InnerJoin, exact, "x", Expr::cust("true"))
+            .columns([
+                (As::F, Col::Run),
+                (As::F, Col::Dist),
+                (As::F, Col::Probe),
+                (As::F, Col::Seq),
+            ])
+            .columns([(As::X, Col::Embedding), (As::X, Col::Score)])
+            .from_subquery(firsts, As::F)
+            .join_lateral(JoinType::InnerJoin, exact, As::X, Expr::cust("true"))
             .to_owned(),
     )
 }
@@ -145,14 +153,14 @@ fn scored(
     query: &Vector,
     pool: u64,
 ) -> Cte {
-    let memories = names.q("memories");
-    let unit_dot = names.q("cortex_unit_dot");
+    let memories = names.q(Memories::Table);
+    let unit_dot = names.q_object(UNIT_DOT);
     // Every tied candidate: its key's score when its embedding is that key's, else its
     // own (a key collision).
     let scored = ctes.add(
-        "d_scored",
+        CteName::DScored,
         Query::select()
-            .columns([("k", "seq"), ("k", "run")])
+            .columns([(As::K, Col::Seq), (As::K, Col::Run)])
             .expr_as(
                 Expr::cust_with_values(
                     format!(
@@ -164,29 +172,29 @@ fn scored(
                     ),
                     [query.clone()],
                 ),
-                "score",
+                Col::Score,
             )
-            .from_as(keyed.name(), "k")
+            .from_as(keyed.name(), As::K)
             .join_as(
                 JoinType::LeftJoin,
                 first.name(),
-                "f",
+                As::F,
                 Expr::cust("f.run = k.run AND f.dist = k.dist AND f.probe = k.probe"),
             )
             .to_owned(),
     );
     ctes.add(
-        "dense",
+        CteName::Dense,
         Query::select()
-            .column("seq")
+            .column(Col::Seq)
             .expr_as(
                 Expr::cust("row_number() OVER (ORDER BY run, score DESC, seq)"),
-                "rnk",
+                Col::Rnk,
             )
             .from(scored.name())
-            .order_by("run", Order::Asc)
-            .order_by("score", Order::Desc)
-            .order_by("seq", Order::Asc)
+            .order_by(Col::Run, Order::Asc)
+            .order_by(Col::Score, Order::Desc)
+            .order_by(Col::Seq, Order::Asc)
             .limit(pool)
             .to_owned(),
     )

@@ -420,7 +420,7 @@ impl Transaction<'_> {
         // errors are reported first.
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
-            let snapshot: String = get(&row, 1)?;
+            let snapshot: String = get(&row, "pg_export_snapshot")?;
             Ok(on_second.dense(&snapshot, dense, self.settings).await)
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(

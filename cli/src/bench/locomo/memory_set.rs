@@ -26,9 +26,10 @@ use crate::error::BenchError;
 #[serde(deny_unknown_fields)]
 struct RawSet {
     name: String,
-    #[serde(default)]
-    #[allow(dead_code)]
-    description: Option<String>,
+    /// What the set is for; read by people, not by the bench, but kept in the struct so
+    /// that `deny_unknown_fields` still rejects a misspelt key.
+    #[serde(default, rename = "description")]
+    _description: Option<String>,
     sessions: Vec<RawSession>,
     questions: Vec<RawQuestion>,
 }
