@@ -30,17 +30,10 @@ fn tree(dir: &Path) -> BTreeSet<String> {
 }
 
 /// `cortex migrate --to <to>` run in `cwd`: it must fail, and its stderr.
-fn refused(env: &Env, cwd: &Path, to: &str) -> String {
-    let out = command(env, &[], &["migrate", "--to", to])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !out.status.success(),
-        "--to {to:?} was accepted: {stdout}{stderr}"
-    );
+fn migrate_refused(env: &Env, cwd: &Path, to: &str) -> String {
+    let mut cmd = command(env, &[], &["migrate", "--to", to]);
+    cmd.current_dir(cwd);
+    let (stdout, stderr) = fails(cmd);
     assert!(!stdout.contains("verified"), "--to {to:?}: {stdout}");
     stderr
 }
@@ -67,7 +60,7 @@ fn migrate_refuses_a_destination_that_is_not_what_it_claims_and_creates_nothing(
         ("postgres://u@h:notaport/db", "PostgreSQL URL"),
         ("postgres://u:hunter2@h/db?sslmode=sometimes", "sslmode"),
     ] {
-        let stderr = refused(&a, dir.path(), to);
+        let stderr = migrate_refused(&a, dir.path(), to);
         assert!(
             stderr.to_lowercase().contains(&says.to_lowercase()),
             "--to {to:?} says why (naming {says:?}): {stderr}"
@@ -89,13 +82,13 @@ fn migrate_refuses_a_destination_that_is_not_what_it_claims_and_creates_nothing(
         ),
     ];
     for to in &same {
-        let stderr = refused(&a, dir.path(), to);
+        let stderr = migrate_refused(&a, dir.path(), to);
         assert!(stderr.contains("itself"), "--to {to:?}: {stderr}");
         assert_eq!(tree(dir.path()), before, "--to {to:?} created nothing");
     }
     let link = dir.path().join("link.db");
     std::os::unix::fs::symlink(&db, &link).unwrap();
-    let stderr = refused(&a, dir.path(), path(&link));
+    let stderr = migrate_refused(&a, dir.path(), path(&link));
     assert!(
         stderr.contains("itself"),
         "a symlink to the source: {stderr}"
@@ -118,7 +111,7 @@ async fn migrate_refuses_the_same_postgres_store_as_its_destination() {
     // The same URL, and the same server and database spelled another way.
     let respelled = url.replacen("postgres://", "postgresql://", 1);
     for to in [url.as_str(), respelled.as_str()] {
-        let stderr = refused(&pg, dir.path(), to);
+        let stderr = migrate_refused(&pg, dir.path(), to);
         assert!(stderr.contains("itself"), "--to {to}: {stderr}");
     }
     drop_schema(&url, &schema).await;
@@ -242,6 +235,35 @@ fn doctor_names_one_embedder_the_one_in_effect() {
     );
 }
 
+/// On Postgres as on SQLite, a check creates nothing: opening the store would create its
+/// schema (and install pgvector), so doctor looks first and reports "no store yet".
+#[tokio::test]
+async fn doctor_on_postgres_creates_no_schema() {
+    let Some(url) = database_url() else { return };
+    let schema = unique_schema("doctor");
+    let pg = postgres_env(&url, &schema);
+    let out = run(&pg, &["doctor", "--json"]);
+    let checks = checks_of(&out);
+    assert!(out.status.success(), "{checks:?}");
+    let store = named(&checks, "store")["detail"].as_str().unwrap();
+    assert!(store.contains("no store yet"), "{checks:?}");
+    assert_eq!(named(&checks, "pgvector")["ok"], true, "{checks:?}");
+    assert!(
+        !schema_exists(&url, &schema).await,
+        "doctor created schema {schema}"
+    );
+
+    ok(&pg, &["add", "Ada prefers green tea"]);
+    let out = run(&pg, &["doctor", "--json"]);
+    let checks = checks_of(&out);
+    assert!(out.status.success(), "{checks:?}");
+    let store = named(&checks, "store")["detail"].as_str().unwrap();
+    assert!(store.contains("reachable"), "{checks:?}");
+    let signature = named(&checks, "signature")["detail"].as_str().unwrap();
+    assert!(signature.contains("matches"), "{checks:?}");
+    drop_schema(&url, &schema).await;
+}
+
 #[test]
 fn stats_list_and_export_need_no_embedder() {
     let dir = tempfile::tempdir().unwrap();
@@ -264,8 +286,6 @@ fn stats_list_and_export_need_no_embedder() {
         assert_eq!(export.lines().count(), 2, "{broken:?}: {export}");
     }
     // A bad storage or user setting is still refused.
-    let out = command(&a, &[("CORTEX_USER_ID", "a\u{7}b")], &["stats"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    let (_, err) = fails(command(&a, &[("CORTEX_USER_ID", "a\u{7}b")], &["stats"]));
+    assert!(err.contains("CORTEX_USER_ID"), "{err}");
 }

@@ -29,7 +29,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// SQLite answers "database is locked" at once, without its busy handler, when another
 /// process is opening the same new file: so it is retried for as long as the busy
 /// timeout would have waited.
-fn enter_wal(conn: &Connection) -> Result<(), StoreError> {
+fn enter_wal(conn: &Connection) -> rusqlite::Result<()> {
     let started = std::time::Instant::now();
     loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
@@ -44,8 +44,30 @@ fn enter_wal(conn: &Connection) -> Result<(), StoreError> {
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            Err(e) => return Err(db_err(e)),
+            Err(e) => return Err(e),
         }
+    }
+}
+
+/// A failure to open the file that calling again cannot mend (the path is a directory,
+/// holds something that is not a SQLite database, or may not be read or written) is a
+/// setting to fix, so `Config`; anything else (busy, locked) stays a passing fault.
+fn opening_fault(path: &Path, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode::{CannotOpen, NotADatabase, PermissionDenied, ReadOnly};
+    match &e {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if matches!(
+                failure.code,
+                CannotOpen | NotADatabase | PermissionDenied | ReadOnly
+            ) =>
+        {
+            StoreError::Config(format!(
+                "cannot open the SQLite store {}: {e}; set CORTEX_DB_PATH to a file this \
+                 process may write, or to a new file",
+                path.display()
+            ))
+        }
+        _ => db_err(e),
     }
 }
 
@@ -135,16 +157,21 @@ impl SqliteStore {
                 StoreError::Config(format!("cannot create {}: {e}", parent.display()))
             })?;
         }
-        let mut conn = Connection::open(&path).map_err(db_err)?;
-        restrict_permissions(&path)?;
+        let opening = |e| opening_fault(&path, e);
+        let mut conn = Connection::open(&path).map_err(opening)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
-        enter_wal(&conn)?;
+        // Reading the header first: a path that is no database fails here, before its
+        // mode is touched. The mode is set before WAL, whose files copy it.
+        conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0))
+            .map_err(opening)?;
+        restrict_permissions(&path)?;
+        enter_wal(&conn).map_err(opening)?;
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {};
              PRAGMA foreign_keys = ON;",
             config.synchronous.pragma()
         ))
-        .map_err(db_err)?;
+        .map_err(opening)?;
         migrate(&mut conn)?;
         Ok(Self {
             path,

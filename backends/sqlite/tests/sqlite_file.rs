@@ -110,6 +110,32 @@ fn an_unwritable_location_is_a_config_error() {
     ));
 }
 
+/// A path that can never be opened is a setting to fix, not a passing fault: the agent is
+/// told to fix CORTEX_DB_PATH, not that the next call tries again. Nothing is written.
+#[test]
+fn a_path_that_is_no_database_is_a_config_error_and_stays_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let directory = dir.path().join("a-directory");
+    std::fs::create_dir(&directory).unwrap();
+    let not_sqlite = dir.path().join("notes.txt");
+    let text = "these are notes, not a database; ".repeat(40);
+    std::fs::write(&not_sqlite, &text).unwrap();
+    for path in [&directory, &not_sqlite] {
+        match SqliteStore::open(path) {
+            Err(StoreError::Config(message)) => {
+                assert!(message.contains("CORTEX_DB_PATH"), "{message}")
+            }
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&not_sqlite).unwrap(), text);
+    assert_eq!(std::fs::read_dir(&directory).unwrap().count(), 0);
+    for path in [&directory, &not_sqlite] {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_ne!(mode, 0o600, "{} was restricted", path.display());
+    }
+}
+
 #[test]
 fn default_path_is_under_the_home_directory() {
     let path = cortex_sqlite::default_path().unwrap();

@@ -1,9 +1,10 @@
 //! `cortex doctor`: what is configured, whether it works, and what to fix.
 
+use std::sync::Arc;
+
 use cortex_app::engine::{honour_store, open_store};
 use cortex_app::{ServerConfig, Storage};
-use cortex_core::EmbedTask;
-use cortex_postgres::PostgresStore;
+use cortex_core::{EmbedTask, TransferStore};
 use cortex_providers::EmbedProviderKind;
 use serde::Serialize;
 
@@ -34,8 +35,8 @@ fn check(name: &'static str, result: Result<String, String>) -> Check {
 }
 
 /// Runs every check that the configuration allows; a failed step skips those after it
-/// that need it. Read-only: a SQLite store that does not exist yet is reported, not
-/// created. Only the embedder in effect is named (the one the server would use with
+/// that need it. Read-only: a store that does not exist yet (a SQLite file, a Postgres
+/// schema) is reported, not created, and pgvector is not installed. Only the embedder in effect is named (the one the server would use with
 /// this store), and only once it could be built.
 pub async fn run_checks(online: bool) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -89,24 +90,38 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
             ));
             None
         }
-        storage => match open_store(storage).await {
-            Ok(store) => {
-                let place = match storage {
-                    Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
-                    Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
-                };
-                checks.push(check("store", Ok(format!("{place} reachable"))));
-                Some(store)
+        // Opening installs pgvector and creates the schema: look first, without a pool.
+        Storage::Postgres(c) => {
+            let inspection = match cortex_postgres::inspect(c).await {
+                Ok(found) => found,
+                Err(e) => {
+                    checks.push(check("store", Err(e.to_string())));
+                    return checks;
+                }
+            };
+            checks.push(check("pgvector", pgvector_check(&inspection)));
+            if inspection.schema_version.is_none() {
+                checks.push(check(
+                    "store",
+                    Ok(format!(
+                        "no store yet: PostgreSQL schema {} holds no Cortex store; the first \
+                         memory creates it",
+                        c.schema_name()
+                    )),
+                ));
+                None
+            } else {
+                match opened(&mut checks, &config.storage).await {
+                    Some(store) => Some(store),
+                    None => return checks,
+                }
             }
-            Err(e) => {
-                checks.push(check("store", Err(e.to_string())));
-                return checks;
-            }
+        }
+        storage => match opened(&mut checks, storage).await {
+            Some(store) => Some(store),
+            None => return checks,
         },
     };
-    if let Storage::Postgres(c) = &config.storage {
-        checks.push(check("pgvector", pgvector_version(c).await));
-    }
     // As the server would: a store written by the local model keeps it.
     let providers = match &store {
         Some(store) => match honour_store(&config.providers, &**store).await {
@@ -179,24 +194,36 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
     checks
 }
 
-async fn pgvector_version(config: &cortex_postgres::PostgresConfig) -> Result<String, String> {
-    let store = PostgresStore::connect(config.clone())
-        .await
-        .map_err(|e| e.to_string())?;
-    let client = store.pool().get().await.map_err(|e| e.to_string())?;
-    let row = client
-        .query_opt(
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    match row {
-        Some(row) => row
-            .try_get::<_, String>(0)
-            .map(|v| format!("version {v}"))
-            .map_err(|e| e.to_string()),
-        None => Err("the vector extension is not installed".into()),
+/// The store, opened as the server would; `None` when it failed (recorded in `checks`).
+async fn opened(checks: &mut Vec<Check>, storage: &Storage) -> Option<Arc<dyn TransferStore>> {
+    match open_store(storage).await {
+        Ok(store) => {
+            let place = match storage {
+                Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
+                Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
+            };
+            checks.push(check("store", Ok(format!("{place} reachable"))));
+            Some(store)
+        }
+        Err(e) => {
+            checks.push(check("store", Err(e.to_string())));
+            None
+        }
+    }
+}
+
+fn pgvector_check(found: &cortex_postgres::Inspection) -> Result<String, String> {
+    match (&found.pgvector, &found.pgvector_available) {
+        (Some(installed), _) => Ok(format!("version {installed}")),
+        (None, Some(available)) => Ok(format!(
+            "version {available} available, not yet installed in this database; the first \
+             memory installs it (which needs the right to CREATE EXTENSION)"
+        )),
+        (None, None) => Err(
+            "the vector extension is not installed and the server has no \
+                             pgvector to install; see scripts/install-pgvector.sh"
+                .into(),
+        ),
     }
 }
 
