@@ -10,5 +10,6 @@ pub mod engine;
 
 pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, StoreSettings, env_var};
 pub use engine::{
-    Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_store,
+    Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_key_store,
+    open_store,
 };

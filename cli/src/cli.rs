@@ -66,6 +66,8 @@ pub enum Command {
     /// Embeds every memory again with the configured embedder and switches the store to
     /// it atomically; resumable. Prints the calls and tokens it will cost first.
     Reembed(ReembedArgs),
+    /// Makes, lists and revokes the API keys a hosted server accepts, each naming one user.
+    Token(TokenArgs),
     /// Prints a shell completion script.
     Completions(CompletionsArgs),
     /// Runs a retrieval benchmark: LongMemEval (session-level recall and nDCG, and
@@ -251,6 +253,62 @@ pub struct StatsArgs {
     pub user: UserArg,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Makes a key for a user and prints it once (the store keeps only its digest).
+    Create(TokenCreateArgs),
+    /// Lists keys: id, scope, user, dates and state; never a secret.
+    List(TokenListArgs),
+    /// Revokes a key: its next request is refused.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The user every request with this key is served as.
+    #[arg(long, value_name = "USER")]
+    pub user: String,
+    /// `read`: recall, list and the keyed reads; `write`: also memorize and forget.
+    #[arg(long, value_enum, default_value_t = ScopeArg::Write)]
+    pub scope: ScopeArg,
+    /// When the key stops working: a duration from now (90d, 12h, 2w) or an RFC 3339
+    /// time. Default: never.
+    #[arg(long, value_name = "WHEN")]
+    pub expires: Option<String>,
+    /// A note for `cortex token list` (whose laptop, which service).
+    #[arg(long)]
+    pub label: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScopeArg {
+    Read,
+    Write,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenListArgs {
+    /// Only this user's keys.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    /// The key's id (the 16 hex digits after `cx_`, as `cortex token list` shows them).
+    pub id: String,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use std::time::Instant;
 use cortex_core::{EngineConfig, Tier};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::admin::{commands, doctor};
+use crate::admin::{commands, doctor, token};
 use crate::bench::backend::Backend;
 use crate::bench::ingest::{CorpusOptions, Granularity};
 use crate::bench::locomo::report::{
@@ -53,6 +53,7 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
         Command::Import(args) => Ok(commands::import_cmd(args).await?),
         Command::Migrate(args) => Ok(commands::migrate_cmd(args).await?),
         Command::Reembed(args) => Ok(commands::reembed_cmd(args).await?),
+        Command::Token(args) => Ok(token::token(args).await?),
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "cortex", &mut std::io::stdout());

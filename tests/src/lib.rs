@@ -28,7 +28,7 @@ pub mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
 
 /// Creates isolated storage for one scenario.
 #[async_trait]
@@ -60,6 +60,11 @@ pub trait TestStorage: Send + Sync {
 
     /// A new handle as a [`TransferStore`], for backends that run [`transfer_suite!`].
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
+        None
+    }
+
+    /// A new handle as a [`KeyStore`], for backends that run [`key_suite!`].
+    async fn connect_keys(&self) -> Option<Arc<dyn KeyStore>> {
         None
     }
 }
@@ -155,6 +160,19 @@ macro_rules! transfer_suite {
             transfer_refuses_ids_of_another_user,
             transfer_imports_check_references_first,
             transfer_names_resolve_to_the_oldest_entity,
+        );
+    };
+}
+
+/// API keys, for backends that implement [`KeyStore`] (their
+/// [`TestStorage::connect_keys`] returns a handle).
+#[macro_export]
+macro_rules! key_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@expand $factory;
+            keys_round_trip_and_list_per_user,
+            keys_revoke_once_and_refuse_after,
+            keys_refuse_a_duplicate_id,
         );
     };
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cortex_conformance::{
-    StoreFactory, TestStorage, conformance_suite, enrichment_suite, transfer_suite,
+    StoreFactory, TestStorage, conformance_suite, enrichment_suite, key_suite, transfer_suite,
 };
-use cortex_core::{EnrichmentStore, InMemoryStore, MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, InMemoryStore, KeyStore, MemoryStore, TransferStore};
 
 struct InMemory;
 
@@ -34,8 +34,13 @@ impl TestStorage for Shared {
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
         Some(self.0.clone())
     }
+
+    async fn connect_keys(&self) -> Option<Arc<dyn KeyStore>> {
+        Some(self.0.clone())
+    }
 }
 
 conformance_suite!(InMemory);
 enrichment_suite!(InMemory);
 transfer_suite!(InMemory);
+key_suite!(InMemory);

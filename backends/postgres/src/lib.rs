@@ -26,6 +26,7 @@ mod diagnostics;
 mod enrichment;
 pub mod error;
 mod inspect;
+mod keys;
 mod meta;
 mod names;
 mod pool;

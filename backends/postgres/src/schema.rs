@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_unit_dot_loop.sql"),
     include_str!("../migrations/0004_impact_order.sql"),
     include_str!("../migrations/0005_staged_vectors.sql"),
+    include_str!("../migrations/0006_api_keys.sql"),
 ];
 
 /// The schema version this build writes.

@@ -136,6 +136,21 @@ pub(crate) enum StagedEmbeddings {
     Embedding,
 }
 
+/// API keys (`migrations/0006_api_keys.sql`); `seq` orders keys made in one microsecond.
+#[derive(Clone, Copy, Debug, IdenStatic)]
+pub(crate) enum ApiKeys {
+    Table,
+    Id,
+    UserId,
+    Scope,
+    Label,
+    Digest,
+    CreatedAt,
+    ExpiresAt,
+    RevokedAt,
+    Seq,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
@@ -247,6 +262,10 @@ mod tests {
         same_columns! { tables, MemoryEntities: MemoryId, EntityId, UserId, Role }
         same_columns! { tables, Meta: Key, Value }
         same_columns! { tables, StagedEmbeddings: Id, Signature, Embedding }
+        same_columns! {
+            tables, ApiKeys: Id, UserId, Scope, Label, Digest, CreatedAt, ExpiresAt, RevokedAt,
+            Seq
+        }
         // Every table has its enum.
         assert_eq!(tables.keys().collect::<Vec<_>>(), Vec::<&String>::new());
     }

@@ -5,11 +5,13 @@ mod support;
 
 mod pushdown {
     use super::support::Pg;
-    use cortex_conformance::{conformance_suite, enrichment_suite, transfer_suite};
+    use cortex_conformance::{conformance_suite, enrichment_suite, key_suite, transfer_suite};
 
     conformance_suite!(Pg { pushdown: true });
     enrichment_suite!(Pg { pushdown: true });
     transfer_suite!(Pg { pushdown: true });
+    // Keys do not touch the search: one run of their scenarios is enough.
+    key_suite!(Pg { pushdown: true });
 }
 
 mod build_index {

@@ -128,6 +128,7 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
                  ADD PRIMARY KEY (user_id, term, seq);
              DROP INDEX \"{s}\".postings_impact;
              DROP TABLE \"{s}\".staged_embeddings;
+             DROP TABLE \"{s}\".api_keys;
              UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
         ))
         .await

@@ -6,6 +6,7 @@
 
 mod codec;
 mod enrichment;
+mod keys;
 mod meta;
 mod records;
 mod reembed;

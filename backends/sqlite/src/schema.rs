@@ -11,6 +11,7 @@ use crate::db_err;
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_memories.sql"),
     include_str!("../migrations/0002_staged_vectors.sql"),
+    include_str!("../migrations/0003_api_keys.sql"),
 ];
 
 /// The schema version this build writes.

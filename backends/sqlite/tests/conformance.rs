@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cortex_conformance::{
-    StoreFactory, TestStorage, conformance_suite, enrichment_suite, transfer_suite,
+    StoreFactory, TestStorage, conformance_suite, enrichment_suite, key_suite, transfer_suite,
 };
-use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
 use cortex_sqlite::SqliteStore;
 
 struct Sqlite;
@@ -46,8 +46,15 @@ impl TestStorage for SqliteFile {
             SqliteStore::open(&self.path).expect("open sqlite"),
         ))
     }
+
+    async fn connect_keys(&self) -> Option<Arc<dyn KeyStore>> {
+        Some(Arc::new(
+            SqliteStore::open(&self.path).expect("open sqlite"),
+        ))
+    }
 }
 
 conformance_suite!(Sqlite);
 enrichment_suite!(Sqlite);
 transfer_suite!(Sqlite);
+key_suite!(Sqlite);

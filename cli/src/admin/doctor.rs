@@ -99,8 +99,7 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
                     return checks;
                 }
             };
-            checks.push(check("pgvector", pgvector_check(&inspection)));
-            if inspection.schema_version.is_none() {
+            let store = if inspection.schema_version.is_none() {
                 checks.push(check(
                     "store",
                     Ok(format!(
@@ -115,7 +114,9 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
                     Some(store) => Some(store),
                     None => return checks,
                 }
-            }
+            };
+            checks.push(check("pgvector", pgvector_check(&inspection)));
+            store
         }
         storage => match opened(&mut checks, storage).await {
             Some(store) => Some(store),

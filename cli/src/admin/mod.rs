@@ -11,6 +11,7 @@ pub mod pager;
 pub mod progress;
 pub mod reembed;
 pub mod summary;
+pub mod token;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -15,6 +15,7 @@ use crate::store::{
 };
 
 mod enrichment;
+mod keys;
 mod records;
 mod transfer;
 
@@ -33,6 +34,8 @@ struct State {
     users: HashMap<String, UserData>,
     /// A re-embedding in progress: its signature and the vectors staged so far.
     staged: Option<(EmbeddingSignature, HashMap<MemoryId, Vec<f32>>)>,
+    /// API keys, in insertion order (see `keys`).
+    keys: Vec<crate::keys::StoredKey>,
 }
 
 #[derive(Debug, Default)]

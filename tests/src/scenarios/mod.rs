@@ -2,6 +2,7 @@
 
 mod enrichment;
 mod forget;
+mod keys;
 mod layers;
 mod memories;
 mod pushdown;
@@ -11,6 +12,7 @@ mod validation;
 
 pub use enrichment::*;
 pub use forget::*;
+pub use keys::*;
 pub use layers::*;
 pub use memories::*;
 pub use pushdown::*;

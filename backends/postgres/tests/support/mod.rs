@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use cortex_conformance::{StoreFactory, TestStorage};
-use cortex_core::{EnrichmentStore, MemoryStore, TransferStore};
+use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use tokio::sync::OnceCell;
 
@@ -209,6 +209,10 @@ impl TestStorage for TestSchema {
     }
 
     async fn connect_transfer(&self) -> Option<Arc<dyn TransferStore>> {
+        Some(Arc::new(self.store().await))
+    }
+
+    async fn connect_keys(&self) -> Option<Arc<dyn KeyStore>> {
         Some(Arc::new(self.store().await))
     }
 }
