@@ -73,6 +73,7 @@ pub const ENV_VARS: &[&str] = &[
     "JINA_API_KEY",
     "VOYAGE_API_KEY",
     // HTTP transport.
+    "CORTEX_HTTP_AUTH",
     "CORTEX_HTTP_TOKEN",
     "CORTEX_HTTP_ALLOWED_HOSTS",
     "CORTEX_HTTP_ALLOWED_ORIGINS",
@@ -87,6 +88,33 @@ pub const ENV_VARS: &[&str] = &[
 /// or blank value counting as unset, so `VAR=` in a compose file means "the default".
 pub fn env_var(name: &str) -> Option<String> {
     set(&|name| std::env::var(name).ok(), name)
+}
+
+/// How the HTTP transport tells callers apart (`CORTEX_HTTP_AUTH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpAuth {
+    /// One shared bearer token, `CORTEX_HTTP_TOKEN`; every caller is `CORTEX_USER_ID`.
+    #[default]
+    Token,
+    /// API keys from the store (`cortex token create`), each naming its user and scope.
+    Keys,
+}
+
+impl HttpAuth {
+    /// Reads `CORTEX_HTTP_AUTH` through `get`: `token` (the default) or `keys`.
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        match set(get, "CORTEX_HTTP_AUTH").as_deref() {
+            None | Some("token") => Ok(HttpAuth::Token),
+            Some("keys") => Ok(HttpAuth::Keys),
+            Some(other) => Err(ConfigError::Invalid {
+                variable: "CORTEX_HTTP_AUTH",
+                value: other.to_owned(),
+                expected: "use token (one shared CORTEX_HTTP_TOKEN) or keys (API keys from \
+                           `cortex token create`, one user each)"
+                    .into(),
+            }),
+        }
+    }
 }
 
 /// `CORTEX_USER_ID` when unset.
@@ -329,6 +357,27 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn http_auth_is_token_unless_keys_is_asked_for() {
+        let auth = |value: Option<&str>| {
+            let value = value.map(str::to_owned);
+            HttpAuth::from_lookup(&move |name| {
+                (name == "CORTEX_HTTP_AUTH")
+                    .then(|| value.clone())
+                    .flatten()
+            })
+        };
+        assert_eq!(auth(None).unwrap(), HttpAuth::Token);
+        assert_eq!(auth(Some(" ")).unwrap(), HttpAuth::Token);
+        assert_eq!(auth(Some("token")).unwrap(), HttpAuth::Token);
+        assert_eq!(auth(Some("keys")).unwrap(), HttpAuth::Keys);
+        let err = auth(Some("oauth")).unwrap_err().to_string();
+        assert!(
+            err.contains("CORTEX_HTTP_AUTH") && err.contains("keys"),
+            "{err}"
+        );
+    }
 
     fn config(pairs: &[(&str, &str)]) -> Result<ServerConfig, ConfigError> {
         let map: HashMap<String, String> = pairs

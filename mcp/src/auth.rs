@@ -1,8 +1,11 @@
-//! Bearer-token authentication for the HTTP transport.
+//! Who may call the HTTP transport, and as whom: one shared bearer token (every caller is
+//! the configured user), or API keys from the store, each naming its user and scope
+//! (`cortex token create`).
 //!
-//! The token is compared in constant time so response timing reveals nothing about how
-//! much of a guess was right. A request without the right token is answered 401 by this
-//! layer before it reaches MCP, so it can neither build the engine nor touch the store.
+//! Secrets are compared in constant time so response timing reveals nothing about how much
+//! of a guess was right. A request without valid credentials is answered 401 by this layer
+//! before it reaches MCP, so it can neither build the engine nor touch a memory. No secret
+//! reaches a log: a refusal is logged with its reason and, for a key, its public id.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,6 +14,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use cortex_core::KeyStore;
+use cortex_core::keys::{self, KeyError};
 use subtle::ConstantTimeEq;
 
 /// Shortest token accepted: short tokens can be guessed over the network.
@@ -67,40 +73,110 @@ impl BearerToken {
 
     /// Whether an `Authorization` header value carries this token.
     pub fn accepts(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(value) = authorization.map(HeaderValue::as_bytes) else {
+        let Some(presented) = bearer(authorization) else {
             return false;
         };
-        // RFC 7235: the scheme is case-insensitive; one or more spaces follow it.
-        let Some(space) = value.iter().position(|b| *b == b' ') else {
-            return false;
-        };
-        let (scheme, rest) = value.split_at(space);
-        if !scheme.eq_ignore_ascii_case(b"bearer") {
-            return false;
-        }
-        let presented = rest.trim_ascii();
         // Slices of different lengths compare unequal at once: that reveals the token's
         // length, which is not the secret part.
-        bool::from(presented.ct_eq(&self.0))
+        bool::from(presented.as_bytes().ct_eq(&self.0))
     }
 }
 
-/// Axum middleware: the request goes on only with the right token, else 401.
-pub async fn require_bearer(
-    State(token): State<BearerToken>,
+/// The credential of an `Authorization: Bearer <credential>` header, if it has that form.
+fn bearer(authorization: Option<&HeaderValue>) -> Option<&str> {
+    let value = authorization?.to_str().ok()?;
+    // RFC 7235: the scheme is case-insensitive; one or more spaces follow it.
+    let (scheme, rest) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| rest.trim_ascii())
+        .filter(|credential| !credential.is_empty())
+}
+
+/// What the HTTP front accepts.
+#[derive(Clone)]
+pub enum Credentials {
+    /// One shared token (`CORTEX_HTTP_TOKEN`): every caller is the configured user.
+    Token(BearerToken),
+    /// API keys from the store (`CORTEX_HTTP_AUTH=keys`): each request is served as its
+    /// key's user, within its key's scope, checked on every request so a revoked or
+    /// expired key fails on its next one.
+    Keys(Arc<dyn KeyStore>),
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::Token(token) => f.debug_tuple("Token").field(token).finish(),
+            Credentials::Keys(_) => f.write_str("Keys"),
+        }
+    }
+}
+
+/// Axum middleware: the request goes on only with valid credentials, else 401 (503 when
+/// the key store cannot be read). In key mode the request carries its [`keys::Caller`]
+/// on, which the tools read (`CortexServer::caller`).
+pub async fn require_credentials(
+    State(credentials): State<Credentials>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    if token.accepts(request.headers().get(header::AUTHORIZATION)) {
-        // Nothing past this point needs the token: removing it keeps it out of rmcp's
-        // request extensions and out of any log that prints them.
-        request.headers_mut().remove(header::AUTHORIZATION);
-        return next.run(request).await;
+    let presented = bearer(request.headers().get(header::AUTHORIZATION));
+    let path = request.uri().path().to_owned();
+    match (&credentials, presented) {
+        (Credentials::Token(token), _) => {
+            if !token.accepts(request.headers().get(header::AUTHORIZATION)) {
+                tracing::info!(path, "refused: missing or wrong bearer token");
+                return unauthorized(
+                    "missing or wrong bearer token: send Authorization: Bearer \
+                     <CORTEX_HTTP_TOKEN>",
+                );
+            }
+        }
+        (Credentials::Keys(_), None) => {
+            tracing::info!(path, "refused: no API key");
+            return unauthorized("missing API key: send Authorization: Bearer <key>");
+        }
+        (Credentials::Keys(store), Some(presented)) => {
+            let id = keys::parse_token(presented).map(|(id, _)| id.to_owned());
+            let found = match &id {
+                Ok(id) => match store.find_key(id).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the API keys");
+                        return (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            [(header::RETRY_AFTER, "5")],
+                            "the server cannot check API keys right now; try again\n",
+                        )
+                            .into_response();
+                    }
+                },
+                Err(_) => None,
+            };
+            match keys::verify(presented, found.as_ref(), Utc::now()) {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                }
+                Err(e) => {
+                    let key = id.as_deref().unwrap_or("-");
+                    tracing::info!(path, key, reason = %e, "refused: API key");
+                    return unauthorized(match e {
+                        KeyError::Revoked => "this API key was revoked",
+                        KeyError::Expired => "this API key expired",
+                        _ => "unknown API key: send Authorization: Bearer <key>",
+                    });
+                }
+            }
+        }
     }
-    tracing::debug!(
-        path = request.uri().path(),
-        "refused a request without the right bearer token"
-    );
+    // Nothing past this point needs the secret: removing it keeps it out of rmcp's
+    // request extensions and out of any log that prints them.
+    request.headers_mut().remove(header::AUTHORIZATION);
+    next.run(request).await
+}
+
+fn unauthorized(message: &str) -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [
@@ -109,7 +185,7 @@ pub async fn require_bearer(
             // request; saying so keeps clients from reusing it and racing the close.
             (header::CONNECTION, "close"),
         ],
-        "missing or wrong bearer token: send Authorization: Bearer <CORTEX_HTTP_TOKEN>\n",
+        format!("{message}\n"),
     )
         .into_response()
 }

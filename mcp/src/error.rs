@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use cortex_core::keys::Scope;
 use cortex_core::{CortexError, StoreError};
 use cortex_postgres::PostgresError;
 use rmcp::model::{ContentBlock, IntoContents};
@@ -36,6 +37,16 @@ impl Tool {
             Tool::Forget => "forget",
         }
     }
+
+    /// What an API key needs to call this tool.
+    pub fn scope(self) -> Scope {
+        match self {
+            Tool::Memorize | Tool::Forget => Scope::Write,
+            Tool::Recall | Tool::RecallAbout | Tool::RecallTimeline | Tool::ListMemories => {
+                Scope::Read
+            }
+        }
+    }
 }
 
 /// A failed tool call.
@@ -48,6 +59,10 @@ pub enum ToolError {
     BadDate(DateError),
     /// The engine refused the call or failed while doing it.
     Engine { tool: Tool, error: CortexError },
+    /// The call's API key does not allow this tool (a read key calling memorize).
+    Scope { tool: Tool, scope: Scope },
+    /// A server in key mode got a call without a key's caller: never served as anyone.
+    NoCaller(Tool),
 }
 
 impl ToolError {
@@ -60,7 +75,8 @@ impl ToolError {
     pub fn is_server_side(&self) -> bool {
         match self {
             ToolError::NotConfigured(_) => true,
-            ToolError::BadDate(_) => false,
+            ToolError::BadDate(_) | ToolError::Scope { .. } => false,
+            ToolError::NoCaller(_) => true,
             ToolError::Engine { error, .. } => matches!(
                 error,
                 CortexError::Provider(_)
@@ -190,6 +206,18 @@ impl fmt::Display for ToolError {
                  docs/CONFIGURATION.md); the next call tries again."
             ),
             ToolError::BadDate(e) => write!(f, "{e}"),
+            ToolError::Scope { tool, scope } => write!(
+                f,
+                "This API key has scope {scope}, which does not allow {}: nothing was \
+                 changed. Ask for a key with scope write (`cortex token create --scope write`).",
+                tool.name()
+            ),
+            ToolError::NoCaller(tool) => write!(
+                f,
+                "The server could not tell which user this {} call is for, so it did \
+                 nothing; this is a server fault, please report it.",
+                tool.name()
+            ),
             ToolError::Engine { tool, error } => explain(*tool, error, f),
         }
     }

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{BearerToken, TokenError, require_bearer};
+use crate::auth::{Credentials, TokenError, require_credentials};
 use crate::engine::LazyEngine;
 use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
 use crate::http_screen::screen_body;
@@ -77,12 +77,12 @@ impl HttpPolicy {
     }
 }
 
-/// The app: `/mcp` behind the origin guard, the token, the body screen and the session
+/// The app: `/mcp` behind the origin guard, the credentials, the body screen and the session
 /// cap (outermost first), with rmcp's host guard inside; and an unauthenticated
 /// `/healthz` for container health checks (it answers "ok" and touches nothing).
 pub fn router(
     engine: Arc<LazyEngine>,
-    token: BearerToken,
+    credentials: Credentials,
     policy: &HttpPolicy,
     shutdown: &CancellationToken,
 ) -> Router {
@@ -94,7 +94,10 @@ pub fn router(
         AllowedHosts::Any => config.disable_allowed_hosts(),
         AllowedHosts::Only(list) => config.with_allowed_hosts(list.clone()),
     };
-    let server = CortexServer::new(engine);
+    let server = match &credentials {
+        Credentials::Token(_) => CortexServer::new(engine),
+        Credentials::Keys(_) => CortexServer::new(engine).keyed(),
+    };
     let sessions = policy.sessions.manager();
     let gate = Arc::new(SessionGate::new(Arc::clone(&sessions), policy.sessions.max));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
@@ -102,7 +105,7 @@ pub fn router(
         .nest_service(MCP_PATH, mcp)
         .layer(from_fn_with_state(gate, limit_sessions))
         .layer(from_fn(screen_body))
-        .layer(from_fn_with_state(token, require_bearer))
+        .layer(from_fn_with_state(credentials, require_credentials))
         .layer(from_fn_with_state(
             Arc::new(policy.origins.clone()),
             require_origin,

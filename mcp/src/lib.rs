@@ -25,7 +25,7 @@ pub mod sessions;
 pub mod stdio;
 pub mod tools;
 
-pub use auth::{BearerToken, TokenError};
+pub use auth::{BearerToken, Credentials, TokenError};
 pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, StoreSettings};
 pub use engine::{Engine, EngineError, LazyEngine, build_engine, build_engine_from_env};
 pub use error::{Tool, ToolError};

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use cortex_app::env_var;
+use cortex_app::engine::{EngineError, open_key_store};
+use cortex_app::{ConfigError, HttpAuth, StoreSettings, env_var};
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
-use cortex_mcp::{BearerToken, LazyEngine, ServeError, ServerConfig, serve_stdio};
+use cortex_mcp::{BearerToken, Credentials, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -29,7 +30,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[command(name = "cortex-mcp", version)]
 struct Cli {
     /// Serve streamable HTTP at ADDR (host:port, path /mcp) instead of stdio. Requires
-    /// CORTEX_HTTP_TOKEN. `--http` alone means 127.0.0.1:8765.
+    /// CORTEX_HTTP_TOKEN, or CORTEX_HTTP_AUTH=keys and keys from `cortex token create`.
+    /// `--http` alone means 127.0.0.1:8765.
     #[arg(
         long,
         value_name = "ADDR",
@@ -47,6 +49,10 @@ enum MainError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    #[error("configuration: {0} (see docs/CONFIGURATION.md)")]
+    Config(#[from] ConfigError),
+    #[error("cannot open the API keys' store: {0}")]
+    Keys(#[from] EngineError),
 }
 
 fn main() -> ExitCode {
@@ -83,10 +89,9 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
             serve_stdio(engine, shutdown).await?;
         }
         Some(addr) => {
-            // The token is checked before binding: a server that would refuse every
+            // The credentials are checked before binding: a server that would refuse every
             // request must not hold the port.
-            let token = BearerToken::new(env_var("CORTEX_HTTP_TOKEN").as_deref())
-                .map_err(HttpError::from)?;
+            let credentials = credentials().await?;
             let engine = lazy_engine();
             let listener = http::bind(&addr).await?;
             let bound = listener.local_addr().map_err(|source| HttpError::Bind {
@@ -101,11 +106,26 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
                 session_idle = ?policy.sessions.idle,
                 "listening on http://{bound}{MCP_PATH}"
             );
-            let app = http::router(engine, token, &policy, &shutdown);
+            let app = http::router(engine, credentials, &policy, &shutdown);
             http::serve(listener, app, shutdown).await?;
         }
     }
     Ok(())
+}
+
+/// What the HTTP front accepts: the one shared token, or the store's API keys. In key
+/// mode the store is opened now: without it no request could be checked.
+async fn credentials() -> Result<Credentials, MainError> {
+    Ok(match HttpAuth::from_lookup(&env_var)? {
+        HttpAuth::Token => Credentials::Token(
+            BearerToken::new(env_var("CORTEX_HTTP_TOKEN").as_deref()).map_err(HttpError::from)?,
+        ),
+        HttpAuth::Keys => {
+            let storage = StoreSettings::from_env()?.storage;
+            tracing::info!("serving each request as its API key's user");
+            Credentials::Keys(open_key_store(&storage).await?)
+        }
+    })
 }
 
 /// The engine, built on the first tool call. The settings are read once now only to log

@@ -3,10 +3,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+use axum::http::request::Parts;
+use cortex_core::keys::Caller;
 use cortex_core::records::TimeRange;
 use cortex_core::{CortexError, MemoryKind};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
+use rmcp::model::Extensions;
 use rmcp::{tool, tool_router};
 
 use crate::args::{
@@ -26,6 +29,9 @@ use crate::output::{
 #[derive(Clone)]
 pub struct CortexServer {
     engine: Arc<LazyEngine>,
+    /// Whether every call must come with a key's [`Caller`] (HTTP in key mode): then a
+    /// call without one is refused instead of served as the configured user.
+    keyed: bool,
     pub(crate) tool_router: ToolRouter<Self>,
 }
 
@@ -44,7 +50,16 @@ impl CortexServer {
     pub fn new(engine: Arc<LazyEngine>) -> Self {
         Self {
             engine,
+            keyed: false,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Serves each call as the user of the API key it came with (see `auth`).
+    pub fn keyed(self) -> Self {
+        Self {
+            keyed: true,
+            ..self
         }
     }
 
@@ -64,9 +79,11 @@ impl CortexServer {
     async fn memorize(
         &self,
         Parameters(args): Parameters<MemorizeArgs>,
+        extensions: Extensions,
     ) -> Result<Json<MemorizeOutput>, ToolError> {
         let tool = Tool::Memorize;
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let kind = match args
             .kind
             .as_deref()
@@ -80,7 +97,7 @@ impl CortexServer {
         let created_at = parse_instant("created_at", args.created_at.as_deref())?;
         let memorized = engine
             .memory
-            .memorize_at(&engine.user_id, &args.content, kind, &tags, created_at)
+            .memorize_at(&user, &args.content, kind, &tags, created_at)
             .await
             .map_err(|e| fail(tool, e))?;
         tracing::debug!(id = %memorized.memory.id, status = memorized.status.as_str(), "memorized");
@@ -96,13 +113,15 @@ impl CortexServer {
     async fn recall(
         &self,
         Parameters(args): Parameters<RecallArgs>,
+        extensions: Extensions,
     ) -> Result<Json<RecallOutput>, ToolError> {
         let tool = Tool::Recall;
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
         let found = engine
             .memory
-            .recall(&engine.user_id, &args.query, limit)
+            .recall(&user, &args.query, limit)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(RecallOutput {
@@ -122,13 +141,15 @@ impl CortexServer {
     async fn recall_about(
         &self,
         Parameters(args): Parameters<RecallAboutArgs>,
+        extensions: Extensions,
     ) -> Result<Json<DossierOutput>, ToolError> {
         let tool = Tool::RecallAbout;
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
         let dossier = engine
             .memory
-            .recall_about(&engine.user_id, &args.entity, limit)
+            .recall_about(&user, &args.entity, limit)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(DossierOutput::from(&dossier)))
@@ -146,6 +167,7 @@ impl CortexServer {
     async fn recall_timeline(
         &self,
         Parameters(args): Parameters<RecallTimelineArgs>,
+        extensions: Extensions,
     ) -> Result<Json<TimelineOutput>, ToolError> {
         let tool = Tool::RecallTimeline;
         // Dates first: a malformed date is the caller's to fix even on an unset-up server.
@@ -154,10 +176,11 @@ impl CortexServer {
             until: parse_instant("until", args.until.as_deref())?,
         };
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
         let entries = engine
             .memory
-            .timeline(&engine.user_id, &range, limit)
+            .timeline(&user, &range, limit)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(TimelineOutput {
@@ -175,13 +198,15 @@ impl CortexServer {
     async fn list_memories(
         &self,
         Parameters(args): Parameters<ListMemoriesArgs>,
+        extensions: Extensions,
     ) -> Result<Json<MemoriesOutput>, ToolError> {
         let tool = Tool::ListMemories;
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
         let memories = engine
             .memory
-            .list_memories(&engine.user_id, limit)
+            .list_memories(&user, limit)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(MemoriesOutput {
@@ -203,12 +228,14 @@ impl CortexServer {
     async fn forget(
         &self,
         Parameters(args): Parameters<ForgetArgs>,
+        extensions: Extensions,
     ) -> Result<Json<ForgetOutput>, ToolError> {
         let tool = Tool::Forget;
         let engine = self.engine().await?;
+        let user = self.caller(&engine, &extensions, tool)?;
         let id = engine
             .memory
-            .forget(&engine.user_id, &args.memory_id)
+            .forget(&user, &args.memory_id)
             .await
             .map_err(|e| fail(tool, e))?;
         tracing::debug!(%id, "forgot");
@@ -219,6 +246,33 @@ impl CortexServer {
 }
 
 impl CortexServer {
+    /// Whom this call reads and writes as: the user of the API key it came with (HTTP in
+    /// key mode, where a key without the scope `tool` needs is refused), else the
+    /// configured user (stdio, or HTTP with the one shared token).
+    fn caller(
+        &self,
+        engine: &Engine,
+        extensions: &Extensions,
+        tool: Tool,
+    ) -> Result<String, ToolError> {
+        let caller = extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>());
+        let refused = match (caller, self.keyed) {
+            (Some(caller), _) if caller.scope.allows(tool.scope()) => {
+                return Ok(caller.user_id.clone());
+            }
+            (None, false) => return Ok(engine.user_id.clone()),
+            (Some(caller), _) => ToolError::Scope {
+                tool,
+                scope: caller.scope,
+            },
+            (None, true) => ToolError::NoCaller(tool),
+        };
+        log(&refused);
+        Err(refused)
+    }
+
     async fn engine(&self) -> Result<Arc<Engine>, ToolError> {
         self.engine.get().await.map_err(|e| {
             let err = ToolError::from(e);

@@ -211,7 +211,7 @@ fn python_sdk_over_http() {
     let logs = logs.finish();
     for expected in [
         "memorized",
-        "refused a request without the right bearer token",
+        "refused: missing or wrong bearer token",
         "shutting down",
     ] {
         assert!(
