@@ -14,6 +14,16 @@ pub enum AllowedHosts {
     Only(Vec<String>),
 }
 
+/// As the start-up log shows it: `*`, or the names comma-separated.
+impl std::fmt::Display for AllowedHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllowedHosts::Any => f.write_str("*"),
+            AllowedHosts::Only(hosts) => f.write_str(&hosts.join(",")),
+        }
+    }
+}
+
 /// The `Host` policy for a listener. `CORTEX_HTTP_ALLOWED_HOSTS` (comma-separated names,
 /// each optionally with `:port`, or `*`) wins, with the loopback names always added.
 /// Otherwise: a wildcard bind (0.0.0.0, ::) is reached under names the server cannot know

@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::answers::reword_answers;
 use crate::auth::{Credentials, TokenError, require_credentials};
 use crate::engine::LazyEngine;
 use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
@@ -103,6 +104,7 @@ pub fn router(
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let guarded = Router::new()
         .nest_service(MCP_PATH, mcp)
+        .layer(from_fn(reword_answers))
         .layer(from_fn_with_state(gate, limit_sessions))
         .layer(from_fn(screen_body))
         .layer(from_fn_with_state(credentials, require_credentials))

@@ -10,6 +10,7 @@
 
 pub use cortex_app::{config, dates};
 
+pub mod answers;
 pub mod args;
 pub mod auth;
 pub mod engine;

@@ -100,10 +100,10 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
             })?;
             let policy = HttpPolicy::from_lookup(env_var, &addr, bound)?;
             tracing::info!(
-                allowed_hosts = ?policy.hosts,
-                allowed_origins = ?policy.origins,
+                allowed_hosts = %policy.hosts,
+                allowed_origins = %policy.origins,
                 max_sessions = policy.sessions.max,
-                session_idle = ?policy.sessions.idle,
+                session_idle_secs = policy.sessions.idle.as_secs(),
                 "listening on http://{bound}{MCP_PATH}"
             );
             let app = http::router(engine, credentials, &policy, &shutdown);

@@ -7,6 +7,8 @@
 //! (403) before the token is even looked at; a request without one (curl, SDK clients,
 //! MCP hosts) is not a browser's and passes to the token check.
 
+use std::fmt;
+
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
@@ -30,6 +32,27 @@ pub enum OriginError {
 pub enum AllowedOrigins {
     Any,
     Only(Vec<OriginPattern>),
+}
+
+/// As the start-up log shows it: `*`, or the patterns as `CORTEX_HTTP_ALLOWED_ORIGINS`
+/// spells them, comma-separated.
+impl fmt::Display for AllowedOrigins {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowedOrigins::Any => f.write_str("*"),
+            AllowedOrigins::Only(patterns) => {
+                for (i, p) in patterns.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "," };
+                    match (p.scheme.as_str(), p.port) {
+                        ("null", _) => write!(f, "{sep}null")?,
+                        (scheme, None) => write!(f, "{sep}{scheme}://{}:*", p.host)?,
+                        (scheme, Some(port)) => write!(f, "{sep}{scheme}://{}:{port}", p.host)?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// One allowed origin: scheme and host exactly, the port exactly or any.
@@ -193,6 +216,22 @@ mod tests {
 
     fn loopback() -> AllowedHosts {
         AllowedHosts::Only(LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect())
+    }
+
+    /// The start-up log shows the policies as the settings spell them, not as Rust
+    /// structs.
+    #[test]
+    fn policies_display_as_settings() {
+        let origins = allowed_origins(Some("https://app.example:8443, null"), &loopback()).unwrap();
+        assert_eq!(origins.to_string(), "https://app.example:8443,null");
+        let defaults = allowed_origins(None, &AllowedHosts::Only(vec!["localhost".into()]));
+        assert_eq!(
+            defaults.unwrap().to_string(),
+            "http://localhost:*,https://localhost:*"
+        );
+        assert_eq!(AllowedOrigins::Any.to_string(), "*");
+        assert_eq!(loopback().to_string(), LOOPBACK_HOSTS.join(","));
+        assert_eq!(AllowedHosts::Any.to_string(), "*");
     }
 
     #[test]

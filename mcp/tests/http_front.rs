@@ -80,8 +80,16 @@ impl Server {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
+        // An extra `Host:` line replaces the default one.
+        let host = match extra
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("host:"))
+        {
+            true => "",
+            false => "Host: 127.0.0.1\r\n",
+        };
         let mut head = format!(
-            "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\
+            "{method} /mcp HTTP/1.1\r\n{host}Authorization: Bearer {TOKEN}\r\n\
              Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\nConnection: close\r\n",
             body.len()
@@ -152,6 +160,32 @@ impl Response {
         let end = text.rfind('}').map_or(text.len(), |e| e + 1);
         serde_json::from_str(&text[start..end]).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
+}
+
+/// rmcp's own answers, reworded: a closed session is `204` (the Python SDK logs every
+/// `202` as a failed termination), and a foreign `Host` is told which setting admits it.
+#[test]
+fn a_closed_session_is_204_and_a_foreign_host_is_told_the_setting() {
+    let server = Server::start(&[]);
+    let session = server.initialize().session();
+    let closed = server.request("DELETE", b"", &[format!("Mcp-Session-Id: {session}")]);
+    assert_eq!(closed.status, 204, "{}{}", closed.head, closed.body);
+    assert!(closed.body.is_empty(), "{}", closed.body);
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let after = server.post(list, &[format!("Mcp-Session-Id: {session}")]);
+    assert_eq!(after.status, 404, "the session is gone: {}", after.head);
+
+    let foreign = server.request(
+        "POST",
+        INITIALIZE.as_bytes(),
+        &["Host: evil.example".into()],
+    );
+    assert_eq!(foreign.status, 403, "{}", foreign.head);
+    assert!(
+        foreign.body.contains("CORTEX_HTTP_ALLOWED_HOSTS") && foreign.body.contains("evil.example"),
+        "{}",
+        foreign.body
+    );
 }
 
 #[test]
