@@ -75,6 +75,11 @@ pub const ENV_VARS: &[&str] = &[
     // HTTP transport.
     "CORTEX_HTTP_AUTH",
     "CORTEX_HTTP_TOKEN",
+    "CORTEX_OAUTH_ISSUER",
+    "CORTEX_OAUTH_RESOURCE",
+    "CORTEX_OAUTH_AUDIENCE",
+    "CORTEX_OAUTH_JWKS_URL",
+    "CORTEX_OAUTH_USER_CLAIM",
     "CORTEX_HTTP_ALLOWED_HOSTS",
     "CORTEX_HTTP_ALLOWED_ORIGINS",
     "CORTEX_HTTP_MAX_SESSIONS",
@@ -91,29 +96,86 @@ pub fn env_var(name: &str) -> Option<String> {
 }
 
 /// How the HTTP transport tells callers apart (`CORTEX_HTTP_AUTH`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum HttpAuth {
     /// One shared bearer token, `CORTEX_HTTP_TOKEN`; every caller is `CORTEX_USER_ID`.
     #[default]
     Token,
-    /// API keys from the store (`cortex token create`), each naming its user and scope.
-    Keys,
+    /// Each caller is a user: by an API key from the store (`cortex token create`), by a
+    /// JWT from an OAuth issuer, or either (`keys,oauth`).
+    Callers {
+        keys: bool,
+        oauth: Option<OAuthSettings>,
+    },
+}
+
+/// The OAuth resource-server settings (`CORTEX_OAUTH_*`): whose tokens are accepted and
+/// which claim names the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSettings {
+    /// `CORTEX_OAUTH_ISSUER`: the `iss` every token must carry.
+    pub issuer: String,
+    /// `CORTEX_OAUTH_RESOURCE`: this server's public URL of `/mcp`, as clients reach it;
+    /// named in the protected-resource metadata.
+    pub resource: String,
+    /// `CORTEX_OAUTH_AUDIENCE`: the `aud` every token must carry (default: the resource).
+    pub audience: String,
+    /// `CORTEX_OAUTH_JWKS_URL`: where the issuer's keys are; unset, they are found through
+    /// the issuer's metadata (`/.well-known/openid-configuration`, then
+    /// `/.well-known/oauth-authorization-server`).
+    pub jwks_url: Option<String>,
+    /// `CORTEX_OAUTH_USER_CLAIM`: the claim that names the user (default `sub`).
+    pub user_claim: String,
 }
 
 impl HttpAuth {
-    /// Reads `CORTEX_HTTP_AUTH` through `get`: `token` (the default) or `keys`.
+    /// Reads `CORTEX_HTTP_AUTH` (`token`, the default; `keys`; `oauth`; or `keys,oauth`) and,
+    /// with `oauth`, the `CORTEX_OAUTH_*` settings, through `get`.
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        match set(get, "CORTEX_HTTP_AUTH").as_deref() {
-            None | Some("token") => Ok(HttpAuth::Token),
-            Some("keys") => Ok(HttpAuth::Keys),
-            Some(other) => Err(ConfigError::Invalid {
-                variable: "CORTEX_HTTP_AUTH",
-                value: other.to_owned(),
-                expected: "use token (one shared CORTEX_HTTP_TOKEN) or keys (API keys from \
-                           `cortex token create`, one user each)"
-                    .into(),
-            }),
+        let var = |name: &str| set(get, name);
+        let text = var("CORTEX_HTTP_AUTH").unwrap_or_else(|| "token".into());
+        let bad = || ConfigError::Invalid {
+            variable: "CORTEX_HTTP_AUTH",
+            value: text.clone(),
+            expected: "use token (one shared CORTEX_HTTP_TOKEN), keys (API keys from `cortex \
+                       token create`), oauth (JWTs from CORTEX_OAUTH_ISSUER) or keys,oauth"
+                .into(),
+        };
+        let modes: Vec<&str> = text.split(',').map(str::trim).collect();
+        if modes == ["token"] {
+            return Ok(HttpAuth::Token);
         }
+        if modes.iter().any(|m| !matches!(*m, "keys" | "oauth")) {
+            return Err(bad());
+        }
+        let oauth = match modes.contains(&"oauth") {
+            false => None,
+            true => {
+                let required = |name: &'static str, what: &str| {
+                    var(name).ok_or_else(|| {
+                        ConfigError::Conflict(format!(
+                            "CORTEX_HTTP_AUTH={text} needs {name}: {what}"
+                        ))
+                    })
+                };
+                let issuer = required("CORTEX_OAUTH_ISSUER", "the issuer URL tokens name in iss")?;
+                let resource = required(
+                    "CORTEX_OAUTH_RESOURCE",
+                    "this server's public URL of /mcp, e.g. https://memory.example.com/mcp",
+                )?;
+                Some(OAuthSettings {
+                    audience: var("CORTEX_OAUTH_AUDIENCE").unwrap_or_else(|| resource.clone()),
+                    jwks_url: var("CORTEX_OAUTH_JWKS_URL"),
+                    user_claim: var("CORTEX_OAUTH_USER_CLAIM").unwrap_or_else(|| "sub".into()),
+                    issuer,
+                    resource,
+                })
+            }
+        };
+        Ok(HttpAuth::Callers {
+            keys: modes.contains(&"keys"),
+            oauth,
+        })
     }
 }
 
@@ -359,23 +421,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn http_auth_is_token_unless_keys_is_asked_for() {
-        let auth = |value: Option<&str>| {
-            let value = value.map(str::to_owned);
-            HttpAuth::from_lookup(&move |name| {
-                (name == "CORTEX_HTTP_AUTH")
-                    .then(|| value.clone())
-                    .flatten()
-            })
+    fn http_auth_is_token_unless_keys_or_oauth_is_asked_for() {
+        let auth = |pairs: &[(&str, &str)]| {
+            let map: HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            HttpAuth::from_lookup(&move |name| map.get(name).cloned())
         };
-        assert_eq!(auth(None).unwrap(), HttpAuth::Token);
-        assert_eq!(auth(Some(" ")).unwrap(), HttpAuth::Token);
-        assert_eq!(auth(Some("token")).unwrap(), HttpAuth::Token);
-        assert_eq!(auth(Some("keys")).unwrap(), HttpAuth::Keys);
-        let err = auth(Some("oauth")).unwrap_err().to_string();
+        assert_eq!(auth(&[]).unwrap(), HttpAuth::Token);
+        assert_eq!(auth(&[("CORTEX_HTTP_AUTH", " ")]).unwrap(), HttpAuth::Token);
+        assert_eq!(
+            auth(&[("CORTEX_HTTP_AUTH", "keys")]).unwrap(),
+            HttpAuth::Callers {
+                keys: true,
+                oauth: None
+            }
+        );
+        let err = auth(&[("CORTEX_HTTP_AUTH", "basic")])
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("CORTEX_HTTP_AUTH") && err.contains("keys"),
             "{err}"
+        );
+        let err = auth(&[("CORTEX_HTTP_AUTH", "oauth")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CORTEX_OAUTH_ISSUER"), "{err}");
+        let both = auth(&[
+            ("CORTEX_HTTP_AUTH", "keys, oauth"),
+            ("CORTEX_OAUTH_ISSUER", "https://id.example"),
+            ("CORTEX_OAUTH_RESOURCE", "https://memory.example/mcp"),
+        ])
+        .unwrap();
+        assert_eq!(
+            both,
+            HttpAuth::Callers {
+                keys: true,
+                oauth: Some(OAuthSettings {
+                    issuer: "https://id.example".into(),
+                    resource: "https://memory.example/mcp".into(),
+                    audience: "https://memory.example/mcp".into(),
+                    jwks_url: None,
+                    user_claim: "sub".into(),
+                })
+            }
         );
     }
 

@@ -8,7 +8,9 @@ pub mod config;
 pub mod dates;
 pub mod engine;
 
-pub use config::{ConfigError, ENV_VARS, HttpAuth, ServerConfig, Storage, StoreSettings, env_var};
+pub use config::{
+    ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, Storage, StoreSettings, env_var,
+};
 pub use engine::{
     Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_key_store,
     open_store,

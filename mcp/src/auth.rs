@@ -17,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use cortex_core::KeyStore;
 use cortex_core::keys::{self, KeyError};
+
+use crate::oauth::{self, JwtError, JwtVerifier};
 use subtle::ConstantTimeEq;
 
 /// Shortest token accepted: short tokens can be guessed over the network.
@@ -98,17 +100,34 @@ fn bearer(authorization: Option<&HeaderValue>) -> Option<&str> {
 pub enum Credentials {
     /// One shared token (`CORTEX_HTTP_TOKEN`): every caller is the configured user.
     Token(BearerToken),
-    /// API keys from the store (`CORTEX_HTTP_AUTH=keys`): each request is served as its
-    /// key's user, within its key's scope, checked on every request so a revoked or
-    /// expired key fails on its next one.
-    Keys(Arc<dyn KeyStore>),
+    /// Each request is served as the user its credential names, within its scope:
+    /// API keys from the store (`keys`, checked on every request so a revoked or expired
+    /// key fails on its next one) and/or JWTs from an OAuth issuer (`jwt`).
+    Callers {
+        keys: Option<Arc<dyn KeyStore>>,
+        jwt: Option<Arc<JwtVerifier>>,
+    },
+}
+
+impl Credentials {
+    /// API keys only.
+    pub fn keys(store: Arc<dyn KeyStore>) -> Self {
+        Credentials::Callers {
+            keys: Some(store),
+            jwt: None,
+        }
+    }
 }
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Credentials::Token(token) => f.debug_tuple("Token").field(token).finish(),
-            Credentials::Keys(_) => f.write_str("Keys"),
+            Credentials::Callers { keys, jwt } => f
+                .debug_struct("Callers")
+                .field("keys", &keys.is_some())
+                .field("jwt", &jwt.as_ref().map(|j| &j.settings().issuer))
+                .finish(),
         }
     }
 }
@@ -121,9 +140,9 @@ pub async fn require_credentials(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let presented = bearer(request.headers().get(header::AUTHORIZATION));
+    let presented = bearer(request.headers().get(header::AUTHORIZATION)).map(str::to_owned);
     let path = request.uri().path().to_owned();
-    match (&credentials, presented) {
+    match (&credentials, presented.as_deref()) {
         (Credentials::Token(token), _) => {
             if !token.accepts(request.headers().get(header::AUTHORIZATION)) {
                 tracing::info!(path, "refused: missing or wrong bearer token");
@@ -133,47 +152,109 @@ pub async fn require_credentials(
                 );
             }
         }
-        (Credentials::Keys(_), None) => {
-            tracing::info!(path, "refused: no API key");
-            return unauthorized("missing API key: send Authorization: Bearer <key>");
+        (Credentials::Callers { jwt, .. }, None) => {
+            tracing::info!(path, "refused: no credential");
+            return refuse(
+                jwt.as_deref(),
+                None,
+                "missing credential: send Authorization: Bearer <key or token>",
+            );
         }
-        (Credentials::Keys(store), Some(presented)) => {
-            let id = keys::parse_token(presented).map(|(id, _)| id.to_owned());
-            let found = match &id {
-                Ok(id) => match store.find_key(id).await {
-                    Ok(found) => found,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read the API keys");
-                        return (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            [(header::RETRY_AFTER, "5")],
-                            "the server cannot check API keys right now; try again\n",
-                        )
-                            .into_response();
-                    }
-                },
-                Err(_) => None,
-            };
-            match keys::verify(presented, found.as_ref(), Utc::now()) {
+        (
+            Credentials::Callers {
+                keys: Some(store), ..
+            },
+            Some(presented),
+        ) if presented.starts_with(keys::KEY_PREFIX) => {
+            match key_caller(store.as_ref(), presented, &path).await {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);
                 }
+                Err(refusal) => return refusal,
+            }
+        }
+        (Credentials::Callers { jwt: Some(jwt), .. }, Some(presented)) => {
+            match jwt.verify(presented).await {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                }
+                Err(JwtError::Keys(e)) => {
+                    tracing::warn!(error = %e, "cannot fetch the OAuth issuer's keys");
+                    return unavailable("the server cannot check tokens right now; try again");
+                }
                 Err(e) => {
-                    let key = id.as_deref().unwrap_or("-");
-                    tracing::info!(path, key, reason = %e, "refused: API key");
-                    return unauthorized(match e {
-                        KeyError::Revoked => "this API key was revoked",
-                        KeyError::Expired => "this API key expired",
-                        _ => "unknown API key: send Authorization: Bearer <key>",
-                    });
+                    tracing::info!(path, reason = %e, "refused: bearer JWT");
+                    return refuse(Some(jwt), Some("invalid_token"), &e.to_string());
                 }
             }
+        }
+        (Credentials::Callers { jwt, .. }, Some(_)) => {
+            tracing::info!(path, "refused: unknown credential");
+            return refuse(
+                jwt.as_deref(),
+                None,
+                "unknown API key: send Authorization: Bearer <key>",
+            );
         }
     }
     // Nothing past this point needs the secret: removing it keeps it out of rmcp's
     // request extensions and out of any log that prints them.
     request.headers_mut().remove(header::AUTHORIZATION);
     next.run(request).await
+}
+
+/// A key's caller, or the response that refuses it.
+async fn key_caller(
+    store: &dyn KeyStore,
+    presented: &str,
+    path: &str,
+) -> Result<keys::Caller, Response> {
+    let id = keys::parse_token(presented).map(|(id, _)| id.to_owned());
+    let found = match &id {
+        Ok(id) => store.find_key(id).await.map_err(|e| {
+            tracing::warn!(error = %e, "cannot read the API keys");
+            unavailable("the server cannot check API keys right now; try again")
+        })?,
+        Err(_) => None,
+    };
+    keys::verify(presented, found.as_ref(), Utc::now()).map_err(|e| {
+        let key = id.as_deref().unwrap_or("-");
+        tracing::info!(path, key, reason = %e, "refused: API key");
+        unauthorized(match e {
+            KeyError::Revoked => "this API key was revoked",
+            KeyError::Expired => "this API key expired",
+            _ => "unknown API key: send Authorization: Bearer <key>",
+        })
+    })
+}
+
+fn unavailable(message: &str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "5")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+/// 401 that, with OAuth on, names the protected-resource metadata (RFC 9728, section 5.1)
+/// so a client can find the issuer, and says `invalid_token` when a token was refused.
+fn refuse(jwt: Option<&JwtVerifier>, error: Option<&str>, message: &str) -> Response {
+    let Some(jwt) = jwt else {
+        return unauthorized(message);
+    };
+    let metadata = oauth::metadata_url(&jwt.settings().resource);
+    let challenge = match error {
+        Some(error) => format!("Bearer error=\"{error}\", resource_metadata=\"{metadata}\""),
+        None => format!("Bearer resource_metadata=\"{metadata}\""),
+    };
+    let mut response = unauthorized(message);
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
 }
 
 fn unauthorized(message: &str) -> Response {

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::header;
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -20,6 +21,7 @@ use crate::auth::{Credentials, TokenError, require_credentials};
 use crate::engine::LazyEngine;
 use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
 use crate::http_screen::screen_body;
+use crate::oauth;
 use crate::origin::{AllowedOrigins, OriginError, allowed_origins, require_origin};
 use crate::sessions::{SessionGate, SessionLimitError, SessionLimits, limit_sessions};
 use crate::tools::CortexServer;
@@ -97,7 +99,11 @@ pub fn router(
     };
     let server = match &credentials {
         Credentials::Token(_) => CortexServer::new(engine),
-        Credentials::Keys(_) => CortexServer::new(engine).keyed(),
+        Credentials::Callers { .. } => CortexServer::new(engine).keyed(),
+    };
+    let oauth = match &credentials {
+        Credentials::Callers { jwt: Some(jwt), .. } => Some(jwt.settings().clone()),
+        _ => None,
     };
     let sessions = policy.sessions.manager();
     let gate = Arc::new(SessionGate::new(Arc::clone(&sessions), policy.sessions.max));
@@ -112,10 +118,25 @@ pub fn router(
             Arc::new(policy.origins.clone()),
             require_origin,
         ));
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .merge(guarded)
+    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    if let Some(settings) = oauth {
+        // The protected-resource metadata is public: a client reads it to find the issuer.
+        let document = oauth::resource_metadata(&settings).to_string();
+        let answer = move || {
+            let document = document.clone();
+            async move { ([(header::CONTENT_TYPE, "application/json")], document) }
+        };
+        let path = oauth::metadata_path(&settings.resource);
+        if path != ROOT_METADATA {
+            app = app.route(ROOT_METADATA, get(answer.clone()));
+        }
+        app = app.route(&path, get(answer));
+    }
+    app.merge(guarded)
 }
+
+/// The metadata at the host's root, for clients that do not insert the resource's path.
+const ROOT_METADATA: &str = "/.well-known/oauth-protected-resource";
 
 /// Binds `addr` (`host:port`; a name is resolved, port 0 picks a free port).
 pub async fn bind(addr: &str) -> Result<TcpListener, HttpError> {

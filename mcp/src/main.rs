@@ -9,6 +9,7 @@ use clap::Parser;
 use cortex_app::engine::{EngineError, open_key_store};
 use cortex_app::{ConfigError, HttpAuth, StoreSettings, env_var};
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
+use cortex_mcp::oauth::{JwtError, JwtVerifier};
 use cortex_mcp::{BearerToken, Credentials, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -53,6 +54,8 @@ enum MainError {
     Config(#[from] ConfigError),
     #[error("cannot open the API keys' store: {0}")]
     Keys(#[from] EngineError),
+    #[error("OAuth: {0}")]
+    OAuth(#[from] JwtError),
 }
 
 fn main() -> ExitCode {
@@ -120,10 +123,23 @@ async fn credentials() -> Result<Credentials, MainError> {
         HttpAuth::Token => Credentials::Token(
             BearerToken::new(env_var("CORTEX_HTTP_TOKEN").as_deref()).map_err(HttpError::from)?,
         ),
-        HttpAuth::Keys => {
-            let storage = StoreSettings::from_env()?.storage;
-            tracing::info!("serving each request as its API key's user");
-            Credentials::Keys(open_key_store(&storage).await?)
+        HttpAuth::Callers { keys, oauth } => {
+            let keys = match keys {
+                false => None,
+                true => {
+                    let storage = StoreSettings::from_env()?.storage;
+                    Some(open_key_store(&storage).await?)
+                }
+            };
+            let jwt = oauth
+                .map(|settings| JwtVerifier::new(settings).map(Arc::new))
+                .transpose()?;
+            tracing::info!(
+                keys = keys.is_some(),
+                oauth_issuer = jwt.as_ref().map(|j| j.settings().issuer.as_str()),
+                "serving each request as the user its credential names"
+            );
+            Credentials::Callers { keys, jwt }
         }
     })
 }

@@ -1,0 +1,182 @@
+//! A raw MCP-over-HTTP client for the binary's multi-user tests: a server started with
+//! given settings, sessions opened with one credential each, tool calls and their results.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
+
+/// The binary serving HTTP with `env` (its credentials and store), killed on drop.
+pub struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn start(env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(BINARY);
+        command
+            .args(["--http", "127.0.0.1:0"])
+            .env_clear()
+            .env("CORTEX_EMBED_PROVIDER", "fake")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                assert!(!line.contains("cx_"), "a key reached the log: {line}");
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(rest.split('/').next().unwrap_or_default().to_owned());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        Self { child, addr }
+    }
+
+    /// One POST to /mcp on its own connection: status, lower-cased head, body.
+    pub fn post(&self, key: &str, session: Option<&str>, body: &Value) -> (u16, String, String) {
+        let body = body.to_string();
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             MCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: {}\r\n\
+             Connection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, head.to_lowercase(), body.to_owned())
+    }
+}
+
+impl Server {
+    /// One GET on its own connection, without credentials: status, lower-cased head, body.
+    pub fn get(&self, path: &str) -> (u16, String, String) {
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, head.to_lowercase(), body.to_owned())
+    }
+}
+
+/// The JSON-RPC message of a body: plain JSON or an SSE `data:` line, maybe chunked.
+pub fn message(body: &str) -> Value {
+    let text = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data:").filter(|d| d.contains("jsonrpc")))
+        .unwrap_or(body);
+    let start = text.find('{').unwrap_or(0);
+    let end = text.rfind('}').map_or(text.len(), |e| e + 1);
+    serde_json::from_str(&text[start..end]).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A client session opened with one key.
+pub struct Client<'a> {
+    pub server: &'a Server,
+    pub key: String,
+    pub session: String,
+}
+
+impl<'a> Client<'a> {
+    pub fn open(server: &'a Server, key: &str) -> Self {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "keys-test", "version": "0"}}});
+        let (status, head, body) = server.post(key, None, &init);
+        assert_eq!(status, 200, "{head}{body}");
+        let session = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .map(|v| v.trim().to_owned())
+            .unwrap();
+        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let (status, ..) = server.post(key, Some(&session), &done);
+        assert_eq!(status, 202);
+        Self {
+            server,
+            key: key.to_owned(),
+            session,
+        }
+    }
+
+    /// A tool call's result: (isError, the structured content or the error text).
+    pub fn call(&self, tool: &str, arguments: Value) -> (bool, Value) {
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        let (status, head, body) = self.server.post(&self.key, Some(&self.session), &call);
+        assert_eq!(status, 200, "{head}{body}");
+        let result = message(&body)["result"].clone();
+        let failed = result["isError"] == true;
+        match failed {
+            true => (true, result["content"][0]["text"].clone()),
+            false => (false, result["structuredContent"].clone()),
+        }
+    }
+
+    pub fn ok(&self, tool: &str, arguments: Value) -> Value {
+        let (failed, value) = self.call(tool, arguments.clone());
+        assert!(!failed, "{tool} {arguments}: {value}");
+        value
+    }
+}
+
+pub fn contents(listed: &Value, field: &str) -> Vec<String> {
+    listed[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m.get("memory").unwrap_or(m)["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
