@@ -1,7 +1,8 @@
 //! One server for many users: with `CORTEX_HTTP_AUTH=keys` every request is served as its
-//! API key's user, on SQLite and on Postgres. Neither user can recall, list, forget or
-//! guess by id prefix the other's memories; a read key cannot write; a revoked key fails
-//! on its next request; a request without a valid key reaches nothing.
+//! API key's user, on SQLite and on Postgres. Neither user can recall, list, forget, read
+//! the timeline or dossier of, or guess by id prefix the other's memories; a read key
+//! cannot write; a revoked key fails on its next request; a request without a valid key
+//! reaches nothing. The layers run on a mock model (`mcp_http::mock_llm`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use cortex_core::KeyStore;
 use cortex_core::keys::{self, Scope};
-use mcp_http::{Client, Server, contents};
+use mcp_http::{Client, Server, contents, mock_llm};
 use serde_json::json;
 
 /// Makes the keys, starts the server on the store `env` names and checks isolation.
@@ -29,7 +30,16 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
         store.insert_key(&issued.stored).await.unwrap();
         tokens.push((issued.token, issued.stored.id));
     }
-    let server = Server::start(&[&[("CORTEX_HTTP_AUTH", "keys")], env].concat());
+    let llm = mock_llm().await;
+    let layers = [
+        ("CORTEX_HTTP_AUTH", "keys"),
+        ("CORTEX_LLM_PROVIDER", "openai"),
+        ("OPENAI_API_KEY", "sk-mock"),
+        ("CORTEX_OPENAI_BASE_URL", llm.as_str()),
+        ("CORTEX_EPISODIC", "1"),
+        ("CORTEX_GRAPH", "1"),
+    ];
+    let server = Server::start(&[&layers[..], env].concat());
     let ada = Client::open(&server, &tokens[0].0);
     let bea = Client::open(&server, &tokens[1].0);
     let ada_read = Client::open(&server, &tokens[2].0);
@@ -47,6 +57,19 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
     assert_eq!(listed, vec!["Bea prefers black coffee"]);
     let listed = contents(&ada.ok("list_memories", json!({})), "memories");
     assert_eq!(listed, vec!["Ada prefers green tea"]);
+
+    // Timelines and dossiers: each user's own events and entities only.
+    let timeline = contents(&ada.ok("recall_timeline", json!({})), "events");
+    assert_eq!(timeline, vec!["Ada prefers green tea"]);
+    let timeline = contents(&bea.ok("recall_timeline", json!({})), "events");
+    assert_eq!(timeline, vec!["Bea prefers black coffee"]);
+    let dossier = contents(
+        &ada.ok("recall_about", json!({"entity": "Ada"})),
+        "memories",
+    );
+    assert_eq!(dossier, vec!["Ada prefers green tea"]);
+    let (failed, text) = bea.call("recall_about", json!({"entity": "Ada"}));
+    assert!(failed, "Bea reads no dossier of Ada's: {text}");
 
     // Bea cannot forget Ada's memory, by its id or a prefix of it.
     for id in [ada_id.as_str(), &ada_id[..8]] {

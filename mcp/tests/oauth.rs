@@ -117,25 +117,60 @@ fn refused(server: &Server, token: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jwts_and_keys_serve_their_own_users_and_bad_tokens_reach_nothing() {
-    let first = SigningKey::new("first");
-    let issuer = Issuer::start(&[&first]).await;
+async fn jwts_and_keys_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("oauth.db");
     let store = Arc::new(cortex_sqlite::SqliteStore::open(&db).unwrap());
+    let home = dir.path().to_str().unwrap();
+    jwts_and_keys(
+        store,
+        &[("CORTEX_DB_PATH", db.to_str().unwrap()), ("HOME", home)],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwts_and_keys_on_postgres() {
+    let Some(url) = cortex_conformance::skip::test_database_url() else {
+        return;
+    };
+    let schema = format!("oauth_{}", uuid::Uuid::new_v4().simple());
+    let mut config = cortex_postgres::PostgresConfig::new(&url);
+    config.schema = Some(schema.clone());
+    let store = Arc::new(
+        cortex_postgres::PostgresStore::connect(config)
+            .await
+            .unwrap(),
+    );
+    let env = [
+        ("CORTEX_DATABASE_URL", url.as_str()),
+        ("CORTEX_PG_SCHEMA", schema.as_str()),
+        ("CORTEX_PG_DENSE_MODE", "exact"),
+    ];
+    jwts_and_keys(store.clone(), &env).await;
+    let client = store.pool().get().await.unwrap();
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .await
+        .unwrap();
+}
+
+/// Two users by JWT and two by API key on one server over the store `env` names.
+async fn jwts_and_keys(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
+    let first = SigningKey::new("first");
+    let issuer = Issuer::start(&[&first]).await;
     let mut api_keys = Vec::new();
     for user in ["kim", "lee"] {
         let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
         store.insert_key(&issued.stored).await.unwrap();
         api_keys.push(issued.token);
     }
-    let server = Server::start(&[
+    let auth = [
         ("CORTEX_HTTP_AUTH", "keys,oauth"),
-        ("CORTEX_OAUTH_ISSUER", &issuer.url),
+        ("CORTEX_OAUTH_ISSUER", issuer.url.as_str()),
         ("CORTEX_OAUTH_RESOURCE", RESOURCE),
-        ("CORTEX_DB_PATH", db.to_str().unwrap()),
-        ("HOME", dir.path().to_str().unwrap()),
-    ]);
+    ];
+    let server = Server::start(&[&auth[..], env].concat());
 
     // Four users on one server: two by JWT, two by API key.
     let ana = first.sign(&issuer.claims("ana"));

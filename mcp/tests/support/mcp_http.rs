@@ -180,3 +180,44 @@ pub fn contents(listed: &Value, field: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// An OpenAI-compatible model on loopback for the enrichment layers: every chat
+/// completion is an extraction naming the memory's first word as its subject, the actor
+/// of a meeting on 2024-05-01 in Lisbon. Returns the base URL (`.../v1`).
+pub async fn mock_llm() -> String {
+    use axum::routing::post;
+    async fn complete(body: String) -> String {
+        let request: Value = serde_json::from_str(&body).unwrap_or_default();
+        let prompt = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let memory = prompt
+            .split("\"\"\"\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        let name = memory.split_whitespace().next().unwrap_or("someone");
+        let extraction = json!({
+            "event": {"event_time": "2024-05-01", "actor": name, "location": "Lisbon",
+                      "event_type": "meeting"},
+            "subject": name,
+            "entities": [{"name": name, "type": "person", "aliases": []}],
+            "relationships": [],
+        });
+        json!({
+            "id": "mock", "object": "chat.completion", "created": 0, "model": "mock",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": extraction.to_string()}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+        .to_string()
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/v1/chat/completions", post(complete));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
