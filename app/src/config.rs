@@ -84,6 +84,8 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_HTTP_ALLOWED_ORIGINS",
     "CORTEX_HTTP_MAX_SESSIONS",
     "CORTEX_HTTP_SESSION_IDLE_SECS",
+    "CORTEX_HTTP_USER_RPS",
+    "CORTEX_HTTP_USER_BURST",
     // Logging (tracing-subscriber's filter).
     "RUST_LOG",
 ];

@@ -23,6 +23,7 @@ use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
 use crate::http_screen::screen_body;
 use crate::oauth;
 use crate::origin::{AllowedOrigins, OriginError, allowed_origins, require_origin};
+use crate::rate::{RateGate, UserRate, limit_rate};
 use crate::sessions::{SessionGate, SessionLimitError, SessionLimits, limit_sessions};
 use crate::tools::CortexServer;
 
@@ -55,6 +56,7 @@ pub struct HttpPolicy {
     pub hosts: AllowedHosts,
     pub origins: AllowedOrigins,
     pub sessions: SessionLimits,
+    pub rate: UserRate,
 }
 
 impl HttpPolicy {
@@ -72,10 +74,12 @@ impl HttpPolicy {
         );
         let origins = allowed_origins(lookup("CORTEX_HTTP_ALLOWED_ORIGINS").as_deref(), &hosts)?;
         let sessions = SessionLimits::from_lookup(&lookup)?;
+        let rate = UserRate::from_lookup(&lookup)?;
         Ok(Self {
             hosts,
             origins,
             sessions,
+            rate,
         })
     }
 }
@@ -113,6 +117,10 @@ pub fn router(
         .layer(from_fn(reword_answers))
         .layer(from_fn_with_state(gate, limit_sessions))
         .layer(from_fn(screen_body))
+        .layer(from_fn_with_state(
+            Arc::new(RateGate::new(policy.rate)),
+            limit_rate,
+        ))
         .layer(from_fn_with_state(credentials, require_credentials))
         .layer(from_fn_with_state(
             Arc::new(policy.origins.clone()),

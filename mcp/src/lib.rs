@@ -22,6 +22,7 @@ pub mod inbound;
 pub mod oauth;
 pub mod origin;
 pub mod output;
+pub mod rate;
 pub mod server;
 pub mod sessions;
 pub mod stdio;

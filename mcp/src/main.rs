@@ -107,6 +107,8 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
                 allowed_origins = %policy.origins,
                 max_sessions = policy.sessions.max,
                 session_idle_secs = policy.sessions.idle.as_secs(),
+                user_rps = policy.rate.per_second,
+                user_burst = policy.rate.burst,
                 "listening on http://{bound}{MCP_PATH}"
             );
             let app = http::router(engine, credentials, &policy, &shutdown);

@@ -297,6 +297,9 @@ fn memory_returns_after_abandoned_sessions_expire() {
     let server = Server::start(&[
         ("CORTEX_HTTP_MAX_SESSIONS", "100000"),
         ("CORTEX_HTTP_SESSION_IDLE_SECS", "3"),
+        // One client opening sessions as fast as it can: past any per-user rate.
+        ("CORTEX_HTTP_USER_RPS", "100000"),
+        ("CORTEX_HTTP_USER_BURST", "1000000"),
     ]);
     // Warm the allocator and the runtime with a few sessions that expire too.
     for _ in 0..20 {

@@ -163,3 +163,37 @@ async fn keys_isolate_users_on_postgres() {
         .await
         .unwrap();
 }
+
+/// One user past their rate gets 429 with Retry-After; another user is not slowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_has_a_rate_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rate.db");
+    let store = cortex_sqlite::SqliteStore::open(&db).unwrap();
+    let mut tokens = Vec::new();
+    for user in ["ada", "bea"] {
+        let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
+        store.insert_key(&issued.stored).await.unwrap();
+        tokens.push(issued.token);
+    }
+    let server = Server::start(&[
+        ("CORTEX_HTTP_AUTH", "keys"),
+        ("CORTEX_HTTP_USER_RPS", "1"),
+        ("CORTEX_HTTP_USER_BURST", "3"),
+        ("CORTEX_DB_PATH", db.to_str().unwrap()),
+        ("HOME", dir.path().to_str().unwrap()),
+    ]);
+    // Three requests fit the burst (initialize, initialized, one call); the fourth does not.
+    let ada = Client::open(&server, &tokens[0]);
+    ada.ok("list_memories", json!({}));
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "list_memories", "arguments": {}}});
+    let (status, head, body) = server.post(&tokens[0], Some(&ada.session), &call);
+    assert_eq!(status, 429, "{head}{body}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    assert!(body.contains("per user"), "{body}");
+    let bea = Client::open(&server, &tokens[1]);
+    bea.ok("list_memories", json!({}));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    ada.ok("list_memories", json!({}));
+}
