@@ -40,6 +40,7 @@ pub async fn reword_answers(request: Request, next: Next) -> Response {
             if text.as_ref() != RMCP_HOST_REFUSAL.as_bytes() {
                 return Response::from_parts(parts, axum::body::Body::from(text));
             }
+            crate::metrics::refused("host");
             tracing::info!(host, "refused: Host not allowed");
             (
                 StatusCode::FORBIDDEN,

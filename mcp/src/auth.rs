@@ -145,6 +145,7 @@ pub async fn require_credentials(
     match (&credentials, presented.as_deref()) {
         (Credentials::Token(token), _) => {
             if !token.accepts(request.headers().get(header::AUTHORIZATION)) {
+                crate::metrics::refused("credentials");
                 tracing::info!(path, "refused: missing or wrong bearer token");
                 return unauthorized(
                     "missing or wrong bearer token: send Authorization: Bearer \
@@ -153,6 +154,7 @@ pub async fn require_credentials(
             }
         }
         (Credentials::Callers { jwt, .. }, None) => {
+            crate::metrics::refused("credentials");
             tracing::info!(path, "refused: no credential");
             return refuse(
                 jwt.as_deref(),
@@ -183,12 +185,14 @@ pub async fn require_credentials(
                     return unavailable("the server cannot check tokens right now; try again");
                 }
                 Err(e) => {
+                    crate::metrics::refused("credentials");
                     tracing::info!(path, reason = %e, "refused: bearer JWT");
                     return refuse(Some(jwt), Some("invalid_token"), &e.to_string());
                 }
             }
         }
         (Credentials::Callers { jwt, .. }, Some(_)) => {
+            crate::metrics::refused("credentials");
             tracing::info!(path, "refused: unknown credential");
             return refuse(
                 jwt.as_deref(),
@@ -219,6 +223,7 @@ async fn key_caller(
     };
     keys::verify(presented, found.as_ref(), Utc::now()).map_err(|e| {
         let key = id.as_deref().unwrap_or("-");
+        crate::metrics::refused("credentials");
         tracing::info!(path, key, reason = %e, "refused: API key");
         unauthorized(match e {
             KeyError::Revoked => "this API key was revoked",

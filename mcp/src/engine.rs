@@ -65,6 +65,12 @@ impl LazyEngine {
         }
     }
 
+    /// The engine if it has been built; never builds it (a metrics scrape must not open
+    /// the store).
+    pub fn built(&self) -> Option<Arc<Engine>> {
+        self.cell.get().cloned()
+    }
+
     /// The engine, building it if this is the first successful use. Concurrent first
     /// calls wait for one build instead of racing to open the store twice.
     pub async fn get(&self) -> Result<Arc<Engine>, EngineError> {

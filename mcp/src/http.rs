@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -21,11 +22,11 @@ use crate::auth::{Credentials, TokenError, require_credentials};
 use crate::engine::LazyEngine;
 use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
 use crate::http_screen::screen_body;
-use crate::oauth;
 use crate::origin::{AllowedOrigins, OriginError, allowed_origins, require_origin};
 use crate::rate::{RateGate, UserRate, limit_rate};
 use crate::sessions::{SessionGate, SessionLimitError, SessionLimits, limit_sessions};
 use crate::tools::CortexServer;
+use crate::{metrics, oauth};
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -101,6 +102,8 @@ pub fn router(
         AllowedHosts::Any => config.disable_allowed_hosts(),
         AllowedHosts::Only(list) => config.with_allowed_hosts(list.clone()),
     };
+    let ready = Arc::clone(&engine);
+    let scraped = Arc::clone(&engine);
     let server = match &credentials {
         Credentials::Token(_) => CortexServer::new(engine),
         Credentials::Callers { .. } => CortexServer::new(engine).keyed(),
@@ -126,7 +129,22 @@ pub fn router(
             Arc::new(policy.origins.clone()),
             require_origin,
         ));
-    let mut app = Router::new().route("/healthz", get(|| async { "ok" }));
+    let mut app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(move || readyz(Arc::clone(&ready))));
+    match metrics::install() {
+        // Counts only, no user in any label: open like /healthz, for a scraper.
+        Ok(handle) => {
+            app = app.route(
+                "/metrics",
+                get(move || {
+                    let text = metrics::render(&handle, &scraped);
+                    async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+                }),
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "no /metrics: cannot install the recorder"),
+    }
     if let Some(settings) = oauth {
         // The protected-resource metadata is public: a client reads it to find the issuer.
         let document = oauth::resource_metadata(&settings).to_string();
@@ -141,6 +159,29 @@ pub fn router(
         app = app.route(&path, get(answer));
     }
     app.merge(guarded)
+}
+
+/// Ready when the engine is built (the store opened and its schema migrated, the embedder
+/// set up) and the store answers a read now; else `503` with the reason, which names
+/// settings but never a secret. Unauthenticated, like `/healthz`, for load balancers.
+async fn readyz(engine: Arc<LazyEngine>) -> Response {
+    let checked = match engine.get().await {
+        Ok(engine) => engine
+            .memory
+            .store()
+            .generation(&engine.user_id)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the store does not answer: {e}")),
+        Err(e) => Err(format!("not set up: {e}")),
+    };
+    match checked {
+        Ok(()) => "ready\n".into_response(),
+        Err(reason) => {
+            tracing::warn!(reason, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response()
+        }
+    }
 }
 
 /// The metadata at the host's root, for clients that do not insert the resource's path.

@@ -19,6 +19,7 @@ pub mod hosts;
 pub mod http;
 pub mod http_screen;
 pub mod inbound;
+pub mod metrics;
 pub mod oauth;
 pub mod origin;
 pub mod output;

@@ -198,6 +198,7 @@ pub async fn require_origin(
     if origins.admits(origin) {
         return next.run(request).await;
     }
+    crate::metrics::refused("origin");
     tracing::warn!(
         origin = ?request.headers().get(header::ORIGIN),
         "refused a request from a foreign origin"

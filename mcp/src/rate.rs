@@ -102,6 +102,7 @@ pub async fn limit_rate(
         Err(wait) => {
             // Whole seconds, rounded up: a client that waits what it is told gets in.
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            crate::metrics::refused("rate_limit");
             tracing::debug!(user, retry_after = secs, "refused: rate limit");
             (
                 StatusCode::TOO_MANY_REQUESTS,

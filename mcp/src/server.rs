@@ -3,12 +3,18 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
-use rmcp::service::ServerInitializeError;
-use rmcp::{ServerHandler, ServiceExt, tool_handler};
+use std::time::Instant;
+
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, ServerInitializeError};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::LazyEngine;
+use crate::metrics;
 use crate::tools::CortexServer;
 
 /// What an MCP host shows the model about this server: when to write and when to read.
@@ -36,6 +42,28 @@ memorize the corrected statement). `recall_about` (everything about one entity) 
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CortexServer {
+    /// The router's call, timed and counted per tool and outcome (see `metrics`).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        let started = Instant::now();
+        let context = ToolCallContext::new(self, request, context);
+        let response = self.tool_router.call(context).await;
+        // `error`: a tool result with isError (what failed is counted where it is known,
+        // see `tools::log`); `invalid`: no tool ran (an unknown tool, arguments that do
+        // not fit its schema).
+        let outcome = match &response {
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => "error",
+            Ok(_) => "ok",
+            Err(_) => "invalid",
+        };
+        metrics::tool_call(&tool, outcome, started.elapsed());
+        response
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("cortex-mcp", env!("CARGO_PKG_VERSION")))

@@ -291,6 +291,7 @@ fn fail(tool: Tool, error: CortexError) -> ToolError {
 /// Server-side faults are the operator's business and get a warning; a caller's bad
 /// argument is routine and only shows at debug level.
 fn log(err: &ToolError) {
+    crate::metrics::tool_error(err);
     if err.is_server_side() {
         tracing::warn!(error = %err, "tool call failed");
     } else {

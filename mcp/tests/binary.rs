@@ -211,6 +211,51 @@ fn http_guards_answer_before_mcp() {
         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
     );
     assert!(head.starts_with("http/1.1 200"), "{head}");
+    // Ready: the engine builds and the store answers (no token needed, as for /healthz).
+    let head = http_exchange(&addr, READYZ);
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+}
+
+const READYZ: &str = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+/// Alive but not ready: an embedder without its key. A load balancer keeps traffic away
+/// until the setting is fixed.
+#[test]
+fn readyz_is_503_until_the_engine_can_be_built() {
+    const TOKEN: &str = "binary-test-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ready.db");
+    let mut child = cortex_mcp(
+        &["--http", "127.0.0.1:0"],
+        &[
+            ("CORTEX_HTTP_TOKEN", TOKEN),
+            ("CORTEX_DB_PATH", db.to_str().unwrap()),
+            ("CORTEX_EMBED_PROVIDER", "openai"),
+            ("HOME", dir.path().to_str().unwrap()),
+            ("RUST_LOG", "info"),
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _server = KillOnDrop(child);
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(rest.split('/').next().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let head = http_exchange(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(head.starts_with("http/1.1 200"), "alive: {head}");
+    let head = http_exchange(&addr, READYZ);
+    assert!(head.starts_with("http/1.1 503"), "not ready: {head}");
 }
 
 /// Stops the server however the test ends.

@@ -152,6 +152,10 @@ fn python_sdk_over_http() {
         .env("CORTEX_HTTP_TOKEN", TOKEN)
         .env("CORTEX_DB_PATH", &db)
         .env("CORTEX_EMBED_PROVIDER", "fake")
+        // The client memorizes back to back until two ids share a prefix (a few hundred
+        // calls in a second): past the default per-user rate, which is not under test here.
+        .env("CORTEX_HTTP_USER_RPS", "100000")
+        .env("CORTEX_HTTP_USER_BURST", "1000000")
         // Verbose, so the check below covers every log line the server can write.
         .env("RUST_LOG", "trace")
         .stdin(Stdio::null())

@@ -120,6 +120,23 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
     let (status, _, body) = server.post(&tokens[1].0, Some(&bea.session), &call);
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("revoked"), "{body}");
+
+    // The metrics count calls per tool and outcome, and refusals, naming no user.
+    let (status, _, metrics) = server.get("/metrics");
+    assert_eq!(status, 200);
+    for series in [
+        r#"cortex_tool_calls_total{tool="memorize",outcome="ok"} 2"#,
+        r#"cortex_tool_calls_total{tool="memorize",outcome="error"} 1"#,
+        r#"cortex_http_refused_total{reason="credentials"} 4"#,
+        "cortex_tool_call_seconds_bucket",
+        r#"cortex_provider_calls_total{provider="fake","#,
+    ] {
+        assert!(metrics.contains(series), "no {series} in:\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("ada") && !metrics.contains("bea"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
