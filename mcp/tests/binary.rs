@@ -155,30 +155,12 @@ fn http_guards_answer_before_mcp() {
     const TOKEN: &str = "binary-test-token-0123456789";
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("http.db");
-    let mut child = cortex_mcp(
-        &["--http", "127.0.0.1:0"],
-        &[
-            ("CORTEX_HTTP_TOKEN", TOKEN),
-            ("CORTEX_DB_PATH", db.to_str().unwrap()),
-            ("CORTEX_EMBED_PROVIDER", "fake"),
-            ("RUST_LOG", "info"),
-        ],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let _server = KillOnDrop(child);
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let addr = rest.split('/').next().unwrap_or_default().to_owned();
-                let _ = tx.send(addr);
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let (_server, addr) = serve_http(&[
+        ("CORTEX_HTTP_TOKEN", TOKEN),
+        ("CORTEX_DB_PATH", db.to_str().unwrap()),
+        ("CORTEX_EMBED_PROVIDER", "fake"),
+        ("RUST_LOG", "info"),
+    ]);
 
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
     let post = |host: &str, auth: Option<&str>| {
@@ -225,21 +207,31 @@ fn readyz_is_503_until_the_engine_can_be_built() {
     const TOKEN: &str = "binary-test-token-0123456789";
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ready.db");
-    let mut child = cortex_mcp(
-        &["--http", "127.0.0.1:0"],
-        &[
-            ("CORTEX_HTTP_TOKEN", TOKEN),
-            ("CORTEX_DB_PATH", db.to_str().unwrap()),
-            ("CORTEX_EMBED_PROVIDER", "openai"),
-            ("HOME", dir.path().to_str().unwrap()),
-            ("RUST_LOG", "info"),
-        ],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let (_server, addr) = serve_http(&[
+        ("CORTEX_HTTP_TOKEN", TOKEN),
+        ("CORTEX_DB_PATH", db.to_str().unwrap()),
+        ("CORTEX_EMBED_PROVIDER", "openai"),
+        ("HOME", dir.path().to_str().unwrap()),
+        ("RUST_LOG", "info"),
+    ]);
+    let head = http_exchange(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(head.starts_with("http/1.1 200"), "alive: {head}");
+    let head = http_exchange(&addr, READYZ);
+    assert!(head.starts_with("http/1.1 503"), "not ready: {head}");
+}
+
+/// The binary serving HTTP on a free loopback port with `env`: the running server (killed
+/// on drop) and the address it logged.
+fn serve_http(env: &[(&str, &str)]) -> (KillOnDrop, String) {
+    let mut child = cortex_mcp(&["--http", "127.0.0.1:0"], env)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let _server = KillOnDrop(child);
+    let server = KillOnDrop(child);
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -249,13 +241,7 @@ fn readyz_is_503_until_the_engine_can_be_built() {
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-    let head = http_exchange(
-        &addr,
-        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-    );
-    assert!(head.starts_with("http/1.1 200"), "alive: {head}");
-    let head = http_exchange(&addr, READYZ);
-    assert!(head.starts_with("http/1.1 503"), "not ready: {head}");
+    (server, addr)
 }
 
 /// Stops the server however the test ends.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use cortex_core::KeyStore;
 use cortex_core::keys::{self, Scope};
-use mcp_http::{Client, Server, contents, mock_llm};
+use mcp_http::{Client, Server, TestStore, contents, mock_llm};
 use serde_json::json;
 
 /// Makes the keys, starts the server on the store `env` names and checks isolation.
@@ -141,65 +141,35 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_isolate_users_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("keys.db");
-    let store = Arc::new(cortex_sqlite::SqliteStore::open(&db).unwrap());
-    let home = dir.path().to_str().unwrap();
-    isolation(
-        store,
-        &[("CORTEX_DB_PATH", db.to_str().unwrap()), ("HOME", home)],
-    )
-    .await;
+    let store = TestStore::sqlite();
+    isolation(store.keys.clone(), &store.env()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_isolate_users_on_postgres() {
-    let Some(url) = cortex_conformance::skip::test_database_url() else {
+    let Some(store) = TestStore::postgres("keys_http").await else {
         return;
     };
-    let schema = format!("keys_http_{}", uuid::Uuid::new_v4().simple());
-    let mut config = cortex_postgres::PostgresConfig::new(&url);
-    config.schema = Some(schema.clone());
-    let store = Arc::new(
-        cortex_postgres::PostgresStore::connect(config)
-            .await
-            .unwrap(),
-    );
-    isolation(
-        store.clone(),
-        &[
-            ("CORTEX_DATABASE_URL", url.as_str()),
-            ("CORTEX_PG_SCHEMA", schema.as_str()),
-            ("CORTEX_PG_DENSE_MODE", "exact"),
-        ],
-    )
-    .await;
-    let client = store.pool().get().await.unwrap();
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    isolation(store.keys.clone(), &store.env()).await;
+    store.remove().await;
 }
 
 /// One user past their rate gets 429 with Retry-After; another user is not slowed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_user_has_a_rate_of_their_own() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("rate.db");
-    let store = cortex_sqlite::SqliteStore::open(&db).unwrap();
+    let store = TestStore::sqlite();
     let mut tokens = Vec::new();
     for user in ["ada", "bea"] {
         let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
-        store.insert_key(&issued.stored).await.unwrap();
+        store.keys.insert_key(&issued.stored).await.unwrap();
         tokens.push(issued.token);
     }
-    let server = Server::start(&[
+    let rate = [
         ("CORTEX_HTTP_AUTH", "keys"),
         ("CORTEX_HTTP_USER_RPS", "1"),
         ("CORTEX_HTTP_USER_BURST", "3"),
-        ("CORTEX_DB_PATH", db.to_str().unwrap()),
-        ("HOME", dir.path().to_str().unwrap()),
-    ]);
+    ];
+    let server = Server::start(&[&rate[..], &store.env()].concat());
     // Three requests fit the burst (initialize, initialized, one call); the fourth does not.
     let ada = Client::open(&server, &tokens[0]);
     ada.ok("list_memories", json!({}));

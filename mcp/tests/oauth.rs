@@ -24,7 +24,7 @@ use chrono::Utc;
 use cortex_core::KeyStore;
 use cortex_core::keys::{self, Scope};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use mcp_http::{Client, Server, contents};
+use mcp_http::{Client, Server, TestStore, contents};
 use serde_json::{Value, json};
 
 const RESOURCE: &str = "http://127.0.0.1/mcp";
@@ -118,41 +118,17 @@ fn refused(server: &Server, token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwts_and_keys_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("oauth.db");
-    let store = Arc::new(cortex_sqlite::SqliteStore::open(&db).unwrap());
-    let home = dir.path().to_str().unwrap();
-    jwts_and_keys(
-        store,
-        &[("CORTEX_DB_PATH", db.to_str().unwrap()), ("HOME", home)],
-    )
-    .await;
+    let store = TestStore::sqlite();
+    jwts_and_keys(store.keys.clone(), &store.env()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwts_and_keys_on_postgres() {
-    let Some(url) = cortex_conformance::skip::test_database_url() else {
+    let Some(store) = TestStore::postgres("oauth").await else {
         return;
     };
-    let schema = format!("oauth_{}", uuid::Uuid::new_v4().simple());
-    let mut config = cortex_postgres::PostgresConfig::new(&url);
-    config.schema = Some(schema.clone());
-    let store = Arc::new(
-        cortex_postgres::PostgresStore::connect(config)
-            .await
-            .unwrap(),
-    );
-    let env = [
-        ("CORTEX_DATABASE_URL", url.as_str()),
-        ("CORTEX_PG_SCHEMA", schema.as_str()),
-        ("CORTEX_PG_DENSE_MODE", "exact"),
-    ];
-    jwts_and_keys(store.clone(), &env).await;
-    let client = store.pool().get().await.unwrap();
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        .await
-        .unwrap();
+    jwts_and_keys(store.keys.clone(), &store.env()).await;
+    store.remove().await;
 }
 
 /// Two users by JWT and two by API key on one server over the store `env` names.

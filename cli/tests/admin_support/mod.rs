@@ -309,15 +309,14 @@ pub fn unique_schema(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Whether the test database has a schema of that name (read through a store on the
-/// default schema, which the other tests also open).
+/// Whether the test database has a schema of that name.
 pub async fn schema_exists(url: &str, schema: &str) -> bool {
-    let config = cortex_postgres::PostgresConfig::new(url);
-    let store = cortex_postgres::PostgresStore::connect(config)
+    default_store(url)
         .await
-        .unwrap();
-    let client = store.pool().get().await.unwrap();
-    client
+        .pool()
+        .get()
+        .await
+        .unwrap()
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
             &[&schema],
@@ -327,13 +326,21 @@ pub async fn schema_exists(url: &str, schema: &str) -> bool {
         .get(0)
 }
 
-pub async fn drop_schema(url: &str, schema: &str) {
+/// A store on the test database's default schema, which the tests share, for plain SQL.
+async fn default_store(url: &str) -> cortex_postgres::PostgresStore {
     let config = cortex_postgres::PostgresConfig::new(url);
-    let store = cortex_postgres::PostgresStore::connect(config)
+    cortex_postgres::PostgresStore::connect(config)
         .await
-        .unwrap();
-    let client = store.pool().get().await.unwrap();
-    client
+        .unwrap()
+}
+
+pub async fn drop_schema(url: &str, schema: &str) {
+    default_store(url)
+        .await
+        .pool()
+        .get()
+        .await
+        .unwrap()
         .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
         .await
         .unwrap();

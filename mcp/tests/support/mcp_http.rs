@@ -57,10 +57,6 @@ impl Server {
     /// One POST to /mcp on its own connection: status, lower-cased head, body.
     pub fn post(&self, key: &str, session: Option<&str>, body: &Value) -> (u16, String, String) {
         let body = body.to_string();
-        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
         let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
         let head = format!(
             "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
@@ -69,30 +65,23 @@ impl Server {
              Connection: close\r\n\r\n",
             body.len()
         );
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw);
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, head.to_lowercase(), body.to_owned())
+        self.exchange(&format!("{head}{body}"))
     }
-}
 
-impl Server {
     /// One GET on its own connection, without credentials: status, lower-cased head, body.
     pub fn get(&self, path: &str) -> (u16, String, String) {
+        self.exchange(&format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        ))
+    }
+
+    /// Sends `request` on a connection of its own: status, lower-cased head, body.
+    fn exchange(&self, request: &str) -> (u16, String, String) {
         let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
         let text = String::from_utf8_lossy(&raw).to_string();
@@ -220,4 +209,74 @@ pub async fn mock_llm() -> String {
     let app = axum::Router::new().route("/v1/chat/completions", post(complete));
     tokio::spawn(async move { axum::serve(listener, app).await });
     base
+}
+
+/// A store of its own for one test, and the settings that point the server at it.
+pub struct TestStore {
+    pub keys: std::sync::Arc<dyn cortex_core::KeyStore>,
+    env: Vec<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+    postgres: Option<(std::sync::Arc<cortex_postgres::PostgresStore>, String)>,
+}
+
+impl TestStore {
+    /// A SQLite file in a temporary directory (also the server's HOME).
+    pub fn sqlite() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("memory.db");
+        let keys = std::sync::Arc::new(cortex_sqlite::SqliteStore::open(&db).unwrap());
+        let env = vec![
+            ("CORTEX_DB_PATH".into(), db.to_str().unwrap().to_owned()),
+            ("HOME".into(), dir.path().to_str().unwrap().to_owned()),
+        ];
+        Self {
+            keys,
+            env,
+            _dir: Some(dir),
+            postgres: None,
+        }
+    }
+
+    /// A schema of its own in the test database, or `None` after the workspace's skip
+    /// policy ran (it fails under CI).
+    pub async fn postgres(tag: &str) -> Option<Self> {
+        let url = cortex_conformance::skip::test_database_url()?;
+        let schema = format!("{tag}_{}", uuid::Uuid::new_v4().simple());
+        let mut config = cortex_postgres::PostgresConfig::new(&url);
+        config.schema = Some(schema.clone());
+        let store = std::sync::Arc::new(
+            cortex_postgres::PostgresStore::connect(config)
+                .await
+                .unwrap(),
+        );
+        let env = vec![
+            ("CORTEX_DATABASE_URL".into(), url),
+            ("CORTEX_PG_SCHEMA".into(), schema.clone()),
+            ("CORTEX_PG_DENSE_MODE".into(), "exact".into()),
+        ];
+        Some(Self {
+            keys: store.clone(),
+            env,
+            _dir: None,
+            postgres: Some((store, schema)),
+        })
+    }
+
+    pub fn env(&self) -> Vec<(&str, &str)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    /// Drops a Postgres schema (a SQLite directory goes with the value).
+    pub async fn remove(self) {
+        if let Some((store, schema)) = self.postgres {
+            let client = store.pool().get().await.unwrap();
+            client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                .await
+                .unwrap();
+        }
+    }
 }
