@@ -35,6 +35,7 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_PARALLEL_SEARCH",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
+    "CORTEX_CACHE_MAX_BYTES",
     "CORTEX_TIER",
     "CORTEX_EPISODIC",
     "CORTEX_GRAPH",
@@ -227,6 +228,9 @@ pub struct ServerConfig {
     pub providers: ProviderConfig,
     /// The hosted reranker (`CORTEX_RERANK_PROVIDER`), if any.
     pub reranker: Option<RerankConfig>,
+    /// Most bytes the per-user index cache holds (`CORTEX_CACHE_MAX_BYTES`; unset: no
+    /// bound).
+    pub cache_max_bytes: Option<usize>,
 }
 
 /// Where the store is and whose memories a call reads: the part of [`ServerConfig`] that
@@ -378,6 +382,15 @@ impl ServerConfig {
             rerank
         });
 
+        let cache_max_bytes = match var("CORTEX_CACHE_MAX_BYTES") {
+            None => None,
+            Some(text) => Some(parse_bytes(&text).ok_or_else(|| ConfigError::Invalid {
+                variable: "CORTEX_CACHE_MAX_BYTES",
+                value: text.clone(),
+                expected: "use a size in bytes, or with a unit: 512MiB, 2GiB, 500MB".into(),
+            })?),
+        };
+
         Ok(Self {
             user_id,
             top_k,
@@ -386,8 +399,31 @@ impl ServerConfig {
             storage,
             providers,
             reranker,
+            cache_max_bytes,
         })
     }
+}
+
+/// `1048576`, `512MiB`, `2GiB`, `500MB`, `64KB` (binary units for Ki/Mi/Gi, decimal for
+/// K/M/G); at least one byte.
+pub fn parse_bytes(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number.parse().ok()?;
+    let scale: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "k" => 1_000,
+        "mb" | "m" => 1_000_000,
+        "gb" | "g" => 1_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(scale).filter(|&n| n > 0)
 }
 
 /// A switch (see [`cortex_core::setting::parse_switch`]).
@@ -421,6 +457,23 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn cache_sizes_read_with_their_units() {
+        assert_eq!(parse_bytes("1048576"), Some(1 << 20));
+        assert_eq!(parse_bytes("512MiB"), Some(512 << 20));
+        assert_eq!(parse_bytes("2 GiB"), Some(2 << 30));
+        assert_eq!(parse_bytes("500MB"), Some(500_000_000));
+        for bad in ["", "0", "MiB", "12 parsecs", "-5", "1.5GiB"] {
+            assert_eq!(parse_bytes(bad), None, "{bad:?}");
+        }
+        let err = config(&[("CORTEX_CACHE_MAX_BYTES", "lots")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CORTEX_CACHE_MAX_BYTES"), "{err}");
+        let set = config(&[("CORTEX_CACHE_MAX_BYTES", "1GiB")]).unwrap();
+        assert_eq!(set.cache_max_bytes, Some(1 << 30));
+    }
 
     #[test]
     fn http_auth_is_token_unless_keys_or_oauth_is_asked_for() {

@@ -86,6 +86,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     };
     let engine_config = EngineConfig {
         layers: config.layers,
+        cache_max_bytes: config.cache_max_bytes,
         ..EngineConfig::default()
     }
     .with_tier(config.tier);

@@ -33,8 +33,8 @@ pub mod usage;
 
 pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{
-    CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT, MemorizeStatus,
-    Memorized,
+    CacheStats, CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT,
+    MemorizeStatus, Memorized,
 };
 pub use enrichment_store::{
     EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, Resolved,

@@ -1,5 +1,6 @@
 //! Prometheus metrics at `/metrics`: tool calls by tool and outcome with their latency,
-//! refused and rate-limited requests, and the model providers' calls, tokens and failures.
+//! refused and rate-limited requests, the model providers' calls, tokens and failures, and
+//! the index cache's hits, misses, evictions and size.
 //! No label names a user: one series per user would grow with the user count and tell a
 //! scraper who uses the server.
 //!
@@ -90,6 +91,12 @@ pub fn render(handle: &PrometheusHandle, engine: &LazyEngine) -> String {
             metrics::counter!("cortex_provider_tokens_total", "provider" => provider, "direction" => "output")
                 .absolute(usage.output_tokens);
         }
+        let cache = engine.memory.cache_stats();
+        metrics::counter!("cortex_cache_hits_total").absolute(cache.hits);
+        metrics::counter!("cortex_cache_misses_total").absolute(cache.misses);
+        metrics::counter!("cortex_cache_evictions_total").absolute(cache.evictions);
+        metrics::gauge!("cortex_cache_bytes").set(cache.bytes as f64);
+        metrics::gauge!("cortex_cache_users").set(cache.users as f64);
         metrics::counter!("cortex_enrichment_failures_total")
             .absolute(engine.memory.enrichment_failures());
         metrics::counter!("cortex_rerank_failures_total").absolute(engine.memory.rerank_failures());

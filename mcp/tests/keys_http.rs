@@ -130,6 +130,7 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
         r#"cortex_http_refused_total{reason="credentials"} 4"#,
         "cortex_tool_call_seconds_bucket",
         r#"cortex_provider_calls_total{provider="fake","#,
+        "cortex_cache_misses_total",
     ] {
         assert!(metrics.contains(series), "no {series} in:\n{metrics}");
     }

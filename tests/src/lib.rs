@@ -107,6 +107,7 @@ macro_rules! conformance_suite {
             search_equals_in_process_retrieval,
             wrapped_store_keeps_capabilities_and_pushdown,
             long_query_equals_reference,
+            bounded_cache_evicts_and_recall_stays_right,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {

@@ -2,19 +2,22 @@
 
 mod enrichment;
 mod history;
+mod index_cache;
 mod layer_reads;
+
+pub use index_cache::CacheStats;
 
 pub use enrichment::EnrichmentError;
 pub use history::HistoryEntry;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use tokio::sync::{OwnedRwLockReadGuard, RwLock};
+use tokio::sync::OwnedRwLockReadGuard;
 use uuid::Uuid;
 
 use crate::embedding::validate_embedding;
@@ -33,6 +36,7 @@ use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
 use crate::tokenizer::query_terms;
 use crate::usage::{CallKind, ProviderUsage, UsageMeter};
+use index_cache::IndexCache;
 
 /// Largest `top_k` or list limit the engine accepts.
 pub const MAX_LIMIT: usize = 1000;
@@ -76,6 +80,9 @@ pub struct EngineConfig {
     pub rerank_depth: usize,
     /// Time allowed for one rerank call before recall falls back to the fused order.
     pub rerank_timeout: Duration,
+    /// Most approximate heap bytes the per-user index cache holds before it drops the
+    /// least recently used users' indexes (`None`: no bound).
+    pub cache_max_bytes: Option<usize>,
 }
 
 impl EngineConfig {
@@ -99,6 +106,7 @@ impl Default for EngineConfig {
             enrichment_max_tokens: 1024,
             rerank_depth: Tier::default().profile().rerank_depth,
             rerank_timeout: Duration::from_secs(10),
+            cache_max_bytes: None,
         }
     }
 }
@@ -134,8 +142,6 @@ pub struct Memorized {
     pub superseded: Vec<MemoryId>,
 }
 
-type IndexSlot = Arc<RwLock<Option<BuiltIndex>>>;
-
 /// The memory engine. memorize is one embed plus one store transaction; recall is one
 /// embed plus retrieval, pushed down to the store when it can, else over a per-user index
 /// cached in this process and kept current by a change counter.
@@ -149,7 +155,7 @@ pub struct CortexMemory {
     config: EngineConfig,
     /// The store's signature once known; it never changes after the first write.
     stored_signature: OnceLock<EmbeddingSignature>,
-    indexes: Mutex<HashMap<String, IndexSlot>>,
+    indexes: IndexCache,
     usage: UsageMeter,
     /// The model for extraction and arbitration; the layers that need it are skipped
     /// (and counted as failures) without it.
@@ -170,12 +176,12 @@ impl CortexMemory {
         config: EngineConfig,
     ) -> Self {
         Self {
+            indexes: IndexCache::new(config.cache_max_bytes),
             store,
             enrichment: None,
             embedder,
             config,
             stored_signature: OnceLock::new(),
-            indexes: Mutex::new(HashMap::new()),
             usage: UsageMeter::default(),
             llm: None,
             enrichment_failures: AtomicU64::new(0),
@@ -543,13 +549,9 @@ impl CortexMemory {
         Ok(vector)
     }
 
-    fn slot(&self, user: &str) -> IndexSlot {
-        let mut slots = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        // Look up before inserting: `entry` would allocate the key on every recall.
-        if let Some(slot) = slots.get(user) {
-            return slot.clone();
-        }
-        slots.entry(user.to_owned()).or_default().clone()
+    /// What the per-user index cache did and holds (for metrics).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.indexes.stats()
     }
 
     /// The user's cached index, rebuilt from the store only when its generation moved.
@@ -558,7 +560,7 @@ impl CortexMemory {
         user: &str,
         dimension: usize,
     ) -> Result<OwnedRwLockReadGuard<Option<BuiltIndex>>> {
-        let slot = self.slot(user);
+        let slot = self.indexes.slot(user);
         let current = self.store.generation(user).await?;
         let fresh = |b: &Option<BuiltIndex>| {
             b.as_ref()
@@ -566,12 +568,18 @@ impl CortexMemory {
         };
         let read = slot.clone().read_owned().await;
         if fresh(&read) {
+            self.indexes.hit();
             return Ok(read);
         }
         drop(read);
         let mut write = slot.write_owned().await;
         if !fresh(&write) {
-            *write = Some(self.store.build_index(user, dimension).await?);
+            self.indexes.miss();
+            let built = self.store.build_index(user, dimension).await?;
+            self.indexes.resized(user, built.index.approx_bytes());
+            *write = Some(built);
+        } else {
+            self.indexes.hit();
         }
         Ok(write.downgrade())
     }
@@ -585,13 +593,7 @@ impl CortexMemory {
         apply: impl FnOnce(&mut MemoryIndex) -> bool,
     ) {
         // Only a cache that exists is updated; a write must not create one.
-        let slot = self
-            .indexes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(user)
-            .cloned();
-        let Some(slot) = slot else {
+        let Some(slot) = self.indexes.existing(user) else {
             return;
         };
         let mut cached = slot.write().await;
@@ -601,10 +603,20 @@ impl CortexMemory {
         if built.generation >= generation {
             return; // a rebuild already saw this write
         }
+        let before = built.index.len();
         if built.generation.0 + 1 == generation.0 && apply(&mut built.index) {
             built.generation = generation;
+            // Proportional to the memories held: exact enough for a bound, and O(1) where
+            // measuring again would walk every memory on every write.
+            let (after, held) = (built.index.len(), self.indexes.bytes_of(user));
+            let bytes = match before {
+                0 => built.index.approx_bytes(),
+                n => held.saturating_mul(after) / n,
+            };
+            self.indexes.resized(user, bytes);
         } else {
             *cached = None;
+            self.indexes.resized(user, 0);
         }
     }
 }

@@ -411,3 +411,47 @@ pub async fn unchanged_store_is_not_reread(factory: &dyn StoreFactory) {
         );
     }
 }
+
+/// A cache bounded below one user's index: every recall of another user evicts the last
+/// one's, and recall still returns what an unbounded engine returns. Off the in-process
+/// path (a pushdown) the cache is not used and holds nothing.
+pub async fn bounded_cache_evicts_and_recall_stays_right(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let fake = Arc::new(FakeProvider::new(crate::support::DIM));
+    let config = cortex_core::EngineConfig {
+        cache_max_bytes: Some(1),
+        ..cortex_core::EngineConfig::default()
+    };
+    let bounded = CortexMemory::with_config(store.clone(), fake.clone(), config);
+    let (unbounded, _) = engine(store.clone());
+    let users: Vec<String> = (0..3).map(|n| user(&format!("cache{n}"))).collect();
+    for (n, u) in users.iter().enumerate() {
+        let texts = [
+            format!("user {n} likes green tea"),
+            format!("user {n} rides a red bike"),
+        ];
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        remember_all(&bounded, u, &texts).await;
+    }
+    for _round in 0..2 {
+        for u in &users {
+            let got = bounded.recall(u, "green tea bike", 10).await.unwrap();
+            let want = unbounded.recall(u, "green tea bike", 10).await.unwrap();
+            assert!(!got.is_empty(), "{u}");
+            assert_eq!(got, want, "{u}");
+        }
+    }
+    let stats = bounded.cache_stats();
+    if store.capabilities().search {
+        assert_eq!(stats.users, 0, "a pushdown uses no cache: {stats:?}");
+        return;
+    }
+    // Each of the six recalls found the previous user's index in its way.
+    assert_eq!(stats.misses, 6, "{stats:?}");
+    assert!(stats.evictions >= 5, "{stats:?}");
+    assert_eq!(
+        stats.users, 1,
+        "only the last user's index is held: {stats:?}"
+    );
+}
