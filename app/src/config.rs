@@ -33,6 +33,7 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_PRUNE_BUDGET",
     "CORTEX_PG_LOOKUP_COST",
     "CORTEX_PG_PARALLEL_SEARCH",
+    "CORTEX_PG_STATEMENT_TIMEOUT_SECS",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
     "CORTEX_CACHE_MAX_BYTES",
@@ -84,11 +85,14 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_HTTP_ALLOWED_HOSTS",
     "CORTEX_HTTP_ALLOWED_ORIGINS",
     "CORTEX_HTTP_MAX_SESSIONS",
+    "CORTEX_HTTP_USER_MAX_SESSIONS",
     "CORTEX_HTTP_SESSION_IDLE_SECS",
+    "CORTEX_HTTP_DRAIN_SECS",
     "CORTEX_HTTP_USER_RPS",
     "CORTEX_HTTP_USER_BURST",
-    // Logging (tracing-subscriber's filter).
+    // Logging: tracing-subscriber's filter, and text or JSON lines.
     "RUST_LOG",
+    "CORTEX_LOG_FORMAT",
 ];
 
 /// The one reader of the process environment: every setting the app and the commands use

@@ -109,16 +109,6 @@ pub enum Credentials {
     },
 }
 
-impl Credentials {
-    /// API keys only.
-    pub fn keys(store: Arc<dyn KeyStore>) -> Self {
-        Credentials::Callers {
-            keys: Some(store),
-            jwt: None,
-        }
-    }
-}
-
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

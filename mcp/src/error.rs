@@ -27,6 +27,21 @@ pub enum Tool {
 }
 
 impl Tool {
+    /// Every tool, in the order the server lists them.
+    pub const ALL: [Tool; 6] = [
+        Tool::Memorize,
+        Tool::Recall,
+        Tool::RecallAbout,
+        Tool::RecallTimeline,
+        Tool::ListMemories,
+        Tool::Forget,
+    ];
+
+    /// The tool a call names, if it is one of ours.
+    pub fn named(name: &str) -> Option<Tool> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Tool::Memorize => "memorize",

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -16,9 +17,14 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::trace::TraceLayer;
 
 use crate::answers::reword_answers;
 use crate::auth::{Credentials, TokenError, require_credentials};
+use crate::drain::{DEFAULT_DRAIN, Drain, track_calls};
 use crate::engine::LazyEngine;
 use crate::hosts::{AllowedHosts, allowed_hosts, host_part};
 use crate::http_screen::screen_body;
@@ -58,6 +64,8 @@ pub struct HttpPolicy {
     pub origins: AllowedOrigins,
     pub sessions: SessionLimits,
     pub rate: UserRate,
+    /// How long a stop waits for the calls in flight (`CORTEX_HTTP_DRAIN_SECS`).
+    pub drain: Duration,
 }
 
 impl HttpPolicy {
@@ -76,28 +84,79 @@ impl HttpPolicy {
         let origins = allowed_origins(lookup("CORTEX_HTTP_ALLOWED_ORIGINS").as_deref(), &hosts)?;
         let sessions = SessionLimits::from_lookup(&lookup)?;
         let rate = UserRate::from_lookup(&lookup)?;
+        let drain = match lookup("CORTEX_HTTP_DRAIN_SECS").filter(|v| !v.trim().is_empty()) {
+            None => DEFAULT_DRAIN,
+            Some(value) => match value.trim().parse::<u64>() {
+                Ok(secs) if secs <= 3600 => Duration::from_secs(secs),
+                _ => {
+                    return Err(SessionLimitError::OutOfRange {
+                        var: "CORTEX_HTTP_DRAIN_SECS",
+                        value,
+                        max: 3600,
+                    }
+                    .into());
+                }
+            },
+        };
         Ok(Self {
             hosts,
             origins,
             sessions,
             rate,
+            drain,
         })
     }
 }
 
-/// The app: `/mcp` behind the origin guard, the credentials, the body screen and the session
-/// cap (outermost first), with rmcp's host guard inside; and an unauthenticated
-/// `/healthz` for container health checks (it answers "ok" and touches nothing).
+/// How the HTTP server stops: on `signal` it takes no new connection, waits up to
+/// `deadline` for the calls in flight to answer, then ends the sessions (whose open event
+/// streams would otherwise hold the stop until every client hung up).
+#[derive(Debug, Clone)]
+pub struct Stop {
+    pub signal: CancellationToken,
+    sessions: CancellationToken,
+    drain: Arc<Drain>,
+    deadline: Duration,
+}
+
+impl Stop {
+    pub fn new(signal: CancellationToken, deadline: Duration) -> Self {
+        Self {
+            signal,
+            sessions: CancellationToken::new(),
+            drain: Arc::new(Drain::default()),
+            deadline,
+        }
+    }
+
+    /// After the signal: the calls in flight, then the sessions.
+    async fn finish_calls(self) {
+        self.signal.cancelled().await;
+        let in_flight = self.drain.in_flight();
+        tracing::info!(in_flight, "stopping: finishing the calls in flight");
+        if !self.drain.wait(self.deadline).await {
+            tracing::warn!(
+                in_flight = self.drain.in_flight(),
+                deadline_secs = self.deadline.as_secs(),
+                "stopping with calls still in flight: CORTEX_HTTP_DRAIN_SECS passed"
+            );
+        }
+        self.sessions.cancel();
+    }
+}
+
+/// The app: `/mcp` behind the origin guard, the credentials, the rate, the body screen,
+/// the session limits and the in-flight count (outermost first), with rmcp's host guard
+/// inside; unauthenticated `/healthz`, `/readyz` and `/metrics`; all of it inside the
+/// request id and its span.
 pub fn router(
     engine: Arc<LazyEngine>,
     credentials: Credentials,
     policy: &HttpPolicy,
-    shutdown: &CancellationToken,
+    stop: &Stop,
 ) -> Router {
-    // Cancelling this token on shutdown closes open SSE streams; without it a graceful
-    // shutdown waits for every client to hang up.
     let config =
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
+        StreamableHttpServerConfig::default().with_cancellation_token(stop.sessions.clone());
     let config = match &policy.hosts {
         AllowedHosts::Any => config.disable_allowed_hosts(),
         AllowedHosts::Only(list) => config.with_allowed_hosts(list.clone()),
@@ -113,11 +172,12 @@ pub fn router(
         _ => None,
     };
     let sessions = policy.sessions.manager();
-    let gate = Arc::new(SessionGate::new(Arc::clone(&sessions), policy.sessions.max));
+    let gate = Arc::new(SessionGate::new(Arc::clone(&sessions), &policy.sessions));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
     let guarded = Router::new()
         .nest_service(MCP_PATH, mcp)
         .layer(from_fn(reword_answers))
+        .layer(from_fn_with_state(Arc::clone(&stop.drain), track_calls))
         .layer(from_fn_with_state(gate, limit_sessions))
         .layer(from_fn(screen_body))
         .layer(from_fn_with_state(
@@ -158,7 +218,34 @@ pub fn router(
         }
         app = app.route(&path, get(answer));
     }
+    // Outermost: every request gets an id (the client's `x-request-id`, else a new UUID),
+    // every line logged while serving it carries that id in its `request` span, and the
+    // answer names it, so a user's report finds its lines.
     app.merge(guarded)
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// The span a request is served in: its id, method and path (never a header's value
+/// beyond the id, which is the caller's to choose and at most 128 visible characters).
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let id = request_id(request.extensions());
+    tracing::info_span!(
+        "request",
+        id,
+        method = %request.method(),
+        path = request.uri().path()
+    )
+}
+
+/// A request's id as set by the outermost layer, for the spans that log under it.
+pub fn request_id(extensions: &axum::http::Extensions) -> &str {
+    extensions
+        .get::<RequestId>()
+        .and_then(|id| id.header_value().to_str().ok())
+        .filter(|id| id.len() <= 128)
+        .unwrap_or("-")
 }
 
 /// Ready when the engine is built (the store opened and its schema migrated, the embedder
@@ -197,14 +284,12 @@ pub async fn bind(addr: &str) -> Result<TcpListener, HttpError> {
         })
 }
 
-/// Serves `app` on `listener` until `shutdown` is cancelled.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: CancellationToken,
-) -> Result<(), HttpError> {
+/// Serves `app` on `listener` until `stop` is signalled and what was in flight answered.
+pub async fn serve(listener: TcpListener, app: Router, stop: Stop) -> Result<(), HttpError> {
+    let signal = stop.signal.clone();
+    tokio::spawn(stop.finish_calls());
     axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .with_graceful_shutdown(async move { signal.cancelled().await })
         .await
         .map_err(HttpError::Serve)
 }

@@ -1,6 +1,5 @@
 //! `cortex-mcp`: serves Cortex over MCP on stdio (the default) or streamable HTTP.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +8,10 @@ use clap::Parser;
 use cortex_app::engine::{EngineError, open_key_store};
 use cortex_app::{ConfigError, HttpAuth, StoreSettings, env_var};
 use cortex_mcp::http::{self, HttpError, HttpPolicy, MCP_PATH};
+use cortex_mcp::logging::{self, LogFormat};
 use cortex_mcp::oauth::{JwtError, JwtVerifier};
 use cortex_mcp::{BearerToken, Credentials, LazyEngine, ServeError, ServerConfig, serve_stdio};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 /// jemalloc with its background purging thread rather than the system allocator: glibc's
 /// keeps what a burst of HTTP sessions freed (3,000 abandoned sessions left the process
@@ -26,7 +25,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///
 /// Configuration comes only from environment variables (CORTEX_DB_PATH,
 /// CORTEX_EMBED_PROVIDER, GEMINI_API_KEY, ...); see docs/CONFIGURATION.md. Logs go to
-/// stderr, filtered by RUST_LOG.
+/// stderr, filtered by RUST_LOG, as text or (CORTEX_LOG_FORMAT=json) JSON lines.
 #[derive(Debug, Parser)]
 #[command(name = "cortex-mcp", version)]
 struct Cli {
@@ -60,7 +59,13 @@ enum MainError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    match LogFormat::from_lookup(env_var) {
+        Ok(format) => logging::init(format),
+        Err(e) => {
+            eprintln!("cortex-mcp: {e} (see docs/CONFIGURATION.md)");
+            return ExitCode::FAILURE;
+        }
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -106,13 +111,16 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
                 allowed_hosts = %policy.hosts,
                 allowed_origins = %policy.origins,
                 max_sessions = policy.sessions.max,
+                user_max_sessions = policy.sessions.per_user,
                 session_idle_secs = policy.sessions.idle.as_secs(),
                 user_rps = policy.rate.per_second,
                 user_burst = policy.rate.burst,
+                drain_secs = policy.drain.as_secs(),
                 "listening on http://{bound}{MCP_PATH}"
             );
-            let app = http::router(engine, credentials, &policy, &shutdown);
-            http::serve(listener, app, shutdown).await?;
+            let stop = http::Stop::new(shutdown, policy.drain);
+            let app = http::router(engine, credentials, &policy, &stop);
+            http::serve(listener, app, stop).await?;
         }
     }
     Ok(())
@@ -187,20 +195,4 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     }
     tracing::info!("shutting down");
     shutdown.cancel();
-}
-
-/// The log filter when `RUST_LOG` is unset: rmcp logs every client's `initialize` (and
-/// each session's end) at INFO, which is noise in a host's log; its warnings still show.
-const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
-
-/// Logs go to stderr: on stdio, stdout is the MCP channel and one stray line breaks it.
-/// Coloured only on a terminal: MCP hosts and docker keep stderr in log files.
-fn init_logging() {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
 }

@@ -15,7 +15,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use cortex_core::CortexError;
 
 use crate::engine::{EngineError, LazyEngine};
-use crate::error::ToolError;
+use crate::error::{Tool, ToolError};
 
 /// Latency buckets in seconds: from a cached in-process recall to a slow model call.
 const SECONDS: &[f64] = &[
@@ -38,11 +38,11 @@ pub fn install() -> Result<PrometheusHandle, String> {
 }
 
 /// One tool call: its outcome is `ok`, `error` (a tool result with `isError`) or
-/// `invalid` (no tool ran).
+/// `invalid` (no tool ran). A name that is none of the tools counts as `unknown`: the
+/// label set stays fixed whatever a client sends.
 pub fn tool_call(tool: &str, outcome: &'static str, took: Duration) {
-    let tool = tool.to_owned();
-    metrics::counter!("cortex_tool_calls_total", "tool" => tool.clone(), "outcome" => outcome)
-        .increment(1);
+    let tool = Tool::named(tool).map_or("unknown", Tool::name);
+    metrics::counter!("cortex_tool_calls_total", "tool" => tool, "outcome" => outcome).increment(1);
     metrics::histogram!("cortex_tool_call_seconds", "tool" => tool).record(took.as_secs_f64());
 }
 

@@ -2,8 +2,11 @@
 //! transport.
 
 use std::sync::Arc;
-
 use std::time::Instant;
+
+use axum::http::request::Parts;
+use cortex_core::keys::Caller;
+use tracing::Instrument;
 
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
@@ -50,8 +53,19 @@ impl ServerHandler for CortexServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let tool = request.name.to_string();
         let started = Instant::now();
+        // rmcp runs the call on the session's task, outside the HTTP request's span: this
+        // one carries its id (and the caller's user) onto every line the call logs.
+        let parts = context.extensions.get::<Parts>();
+        let span = tracing::info_span!(
+            "tool",
+            request = parts.map_or("-", |p| crate::http::request_id(&p.extensions)),
+            user = parts
+                .and_then(|p| p.extensions.get::<Caller>())
+                .map(|c| c.user_id.as_str()),
+            name = tool.as_str(),
+        );
         let context = ToolCallContext::new(self, request, context);
-        let response = self.tool_router.call(context).await;
+        let response = self.tool_router.call(context).instrument(span).await;
         // `error`: a tool result with isError (what failed is counted where it is known,
         // see `tools::log`); `invalid`: no tool ran (an unknown tool, arguments that do
         // not fit its schema).

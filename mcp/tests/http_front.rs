@@ -4,106 +4,44 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+#[path = "support/mcp_http.rs"]
+mod mcp_http;
+
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
+use mcp_http::TestStore;
+
 const TOKEN: &str = "http-front-test-token-0123456789";
 
-/// A server on a free port, killed on drop.
+/// A server on a free port with the one shared token and a SQLite store of its own.
 struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    server: mcp_http::Server,
+    _store: TestStore,
 }
 
 impl Server {
     fn start(env: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("front.db");
-        let mut command = Command::new(BINARY);
-        command
-            .args(["--http", "127.0.0.1:0"])
-            .env_clear()
-            .env("HOME", dir.path())
-            .env("CORTEX_HTTP_TOKEN", TOKEN)
-            .env("CORTEX_DB_PATH", &db)
-            .env("CORTEX_EMBED_PROVIDER", "fake")
-            .env("RUST_LOG", "warn,cortex_mcp=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on http://").nth(1) {
-                    let _ = tx.send(rest.split('/').next().unwrap_or_default().to_owned());
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let store = TestStore::sqlite();
+        let front = [
+            ("CORTEX_HTTP_TOKEN", TOKEN),
+            ("RUST_LOG", "warn,cortex_mcp=info"),
+        ];
+        let server = mcp_http::Server::start(&[&store.env(), &front[..], env].concat());
         Self {
-            child,
-            addr,
-            _dir: dir,
+            server,
+            _store: store,
         }
     }
 
-    /// Resident memory of the server process, in KiB.
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
+        self.server.rss_kib()
     }
 
     /// One request on its own connection; `extra` holds additional header lines.
     fn request(&self, method: &str, body: &[u8], extra: &[String]) -> Response {
-        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        // An extra `Host:` line replaces the default one.
-        let host = match extra
-            .iter()
-            .any(|l| l.to_ascii_lowercase().starts_with("host:"))
-        {
-            true => "",
-            false => "Host: 127.0.0.1\r\n",
-        };
-        let mut head = format!(
-            "{method} /mcp HTTP/1.1\r\n{host}Authorization: Bearer {TOKEN}\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n",
-            body.len()
-        );
-        for line in extra {
-            head.push_str(line);
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        let mut raw = Vec::new();
-        let _ = stream.read_to_end(&mut raw);
-        Response::parse(&raw)
+        let (status, head, body) = self.server.raw(method, Some(TOKEN), body, extra);
+        Response { status, head, body }
     }
 
     fn post(&self, body: &str, extra: &[String]) -> Response {
@@ -125,21 +63,6 @@ struct Response {
 }
 
 impl Response {
-    fn parse(raw: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(raw).to_string();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        Self {
-            status,
-            head: head.to_lowercase(),
-            body: body.to_owned(),
-        }
-    }
-
     fn session(&self) -> String {
         self.head
             .lines()
@@ -332,4 +255,167 @@ fn memory_returns_after_abandoned_sessions_expire() {
         now <= allowed,
         "memory did not come back: baseline {baseline} KiB, peak {peak} KiB, now {now} KiB"
     );
+}
+
+/// With `CORTEX_LOG_FORMAT=json` every log line is a JSON object, each answer names its
+/// request id (the client's `x-request-id`, else a fresh UUID), and the lines written while
+/// serving a request carry that id: a refusal in the `request` span, a tool's own lines in
+/// the `tool` span that rmcp's session task runs it in.
+#[test]
+fn requests_carry_their_id_into_json_logs() {
+    let server = Server::start(&[
+        ("CORTEX_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info,cortex_mcp=debug,rmcp=warn"),
+    ]);
+    let (status, head, _) = server.server.raw(
+        "POST",
+        Some("not-the-token"),
+        INITIALIZE.as_bytes(),
+        &["X-Request-Id: refused-req-1".into()],
+    );
+    assert_eq!(status, 401);
+    assert!(head.contains("x-request-id: refused-req-1"), "{head}");
+    let fresh = server.initialize();
+    let id = fresh
+        .head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no request id: {}", fresh.head));
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+
+    let session = format!("Mcp-Session-Id: {}", fresh.session());
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(
+        server
+            .post(initialized, std::slice::from_ref(&session))
+            .status,
+        202
+    );
+    let memorize = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memorize","arguments":{"content":"the build server is in rack 4"}}}"#;
+    let answer = server.post(memorize, &[session, "X-Request-Id: tool-req-2".into()]);
+    assert_eq!(answer.json()["result"]["isError"], false, "{}", answer.body);
+
+    let lines: Vec<serde_json::Value> = server
+        .server
+        .log()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let refusal = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "refused: missing or wrong bearer token")
+        .expect("the refusal is logged");
+    assert_eq!(refusal["span"]["id"], "refused-req-1", "{refusal}");
+    let memorized = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "memorized")
+        .expect("the tool's line is logged");
+    assert_eq!(memorized["span"]["name"], "tool", "{memorized}");
+    assert_eq!(memorized["span"]["request"], "tool-req-2", "{memorized}");
+    let all = server.server.log().join("\n");
+    assert!(!all.contains(TOKEN), "the token reached the log");
+}
+
+/// An OpenAI-compatible `/embeddings` on loopback that answers each request after `delay`,
+/// with one 8-dimensional vector per input: a tool call stays in flight that long.
+fn slow_embedder(delay: Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            thread::spawn(move || answer_slowly(stream, delay));
+        }
+    });
+    base
+}
+
+fn answer_slowly(mut stream: std::net::TcpStream, delay: Duration) {
+    use std::io::{BufRead, Read, Write};
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end().to_ascii_lowercase();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(value) = line.strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let inputs = request["input"].as_array().map_or(1, Vec::len);
+    thread::sleep(delay);
+    let data: Vec<serde_json::Value> = (0..inputs)
+        .map(|i| {
+            serde_json::json!({"object": "embedding", "index": i,
+                "embedding": [0.5, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8]})
+        })
+        .collect();
+    let answer = serde_json::json!({"object": "list", "data": data, "model": "mock",
+        "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+    .to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{answer}",
+        answer.len()
+    );
+}
+
+/// SIGTERM while a memorize waits on its embedder: the call still answers, the memory is
+/// in the file, and the process then exits cleanly, open sessions or not.
+#[test]
+fn sigterm_finishes_the_calls_in_flight() {
+    let store = TestStore::sqlite();
+    let embedder = slow_embedder(Duration::from_millis(1500));
+    let settings = [
+        ("CORTEX_HTTP_TOKEN", TOKEN),
+        ("CORTEX_EMBED_PROVIDER", "openai"),
+        ("CORTEX_OPENAI_BASE_URL", embedder.as_str()),
+        ("CORTEX_EMBED_MODEL", "mock"),
+        ("CORTEX_EMBED_DIM", "8"),
+    ];
+    let mut server = mcp_http::Server::start(&[&store.env(), &settings[..]].concat());
+    let content = "the staging database is rebuilt every Sunday night";
+    let (failed, result) = {
+        let client = mcp_http::Client::open(&server, TOKEN);
+        // A second session with nothing in flight must not hold the stop.
+        let _idle = mcp_http::Client::open(&server, TOKEN);
+        thread::scope(|scope| {
+            let call =
+                scope.spawn(|| client.call("memorize", serde_json::json!({"content": content})));
+            thread::sleep(Duration::from_millis(500));
+            server.terminate();
+            call.join().unwrap()
+        })
+    };
+    assert!(!failed, "the call in flight was cut: {result}");
+    let status = server
+        .exited_within(Duration::from_secs(20))
+        .expect("still running 20 s after SIGTERM");
+    assert!(status.success(), "{status}");
+    let log = server.log().join("\n");
+    assert!(log.contains("finishing the calls in flight"), "{log}");
+
+    let (_, db) = store
+        .env()
+        .into_iter()
+        .find(|(k, _)| *k == "CORTEX_DB_PATH")
+        .unwrap();
+    let file = rusqlite::Connection::open(db).unwrap();
+    let stored: i64 = file
+        .query_row(
+            "SELECT COUNT(*) FROM memories WHERE content = ?1",
+            [content],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 1, "the memory of the finished call is stored");
 }

@@ -104,11 +104,16 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
         assert_eq!(status, 401, "{key:?}: {head}");
         assert!(head.contains("www-authenticate: bearer"), "{head}");
     }
-    // Bea's session with Ada's key is Ada's: the key decides, not the session.
+    // A session is its opener's: Ada's key on Bea's session reaches nothing. On the
+    // session of Ada's read key it is Ada's, as each request is served as its own key.
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "list_memories", "arguments": {}}});
+    let (status, head, _) = server.post(&tokens[0].0, Some(&bea.session), &list);
+    assert_eq!(status, 404, "{head}");
     let as_ada = Client {
         server: &server,
         key: tokens[0].0.clone(),
-        session: bea.session.clone(),
+        session: ada_read.session.clone(),
     };
     let listed = contents(&as_ada.ok("list_memories", json!({})), "memories");
     assert_eq!(listed, vec!["Ada prefers green tea"]);
@@ -121,6 +126,12 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("revoked"), "{body}");
 
+    // A tool name that is none of ours is counted, under one fixed label.
+    let unknown = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "no_such_tool_x7", "arguments": {}}});
+    let (status, _, body) = server.post(&as_ada.key, Some(&as_ada.session), &unknown);
+    assert_eq!(status, 200, "{body}");
+
     // The metrics count calls per tool and outcome, and refusals, naming no user.
     let (status, _, metrics) = server.get("/metrics");
     assert_eq!(status, 200);
@@ -128,6 +139,7 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
         r#"cortex_tool_calls_total{tool="memorize",outcome="ok"} 2"#,
         r#"cortex_tool_calls_total{tool="memorize",outcome="error"} 1"#,
         r#"cortex_http_refused_total{reason="credentials"} 4"#,
+        r#"cortex_tool_calls_total{tool="unknown",outcome="#,
         "cortex_tool_call_seconds_bucket",
         r#"cortex_provider_calls_total{provider="fake","#,
         "cortex_cache_misses_total",
@@ -135,7 +147,7 @@ async fn isolation(store: Arc<dyn KeyStore>, env: &[(&str, &str)]) {
         assert!(metrics.contains(series), "no {series} in:\n{metrics}");
     }
     assert!(
-        !metrics.contains("ada") && !metrics.contains("bea"),
+        !metrics.contains("ada") && !metrics.contains("bea") && !metrics.contains("x7"),
         "{metrics}"
     );
 }
@@ -184,4 +196,62 @@ async fn each_user_has_a_rate_of_their_own() {
     bea.ok("list_memories", json!({}));
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     ada.ok("list_memories", json!({}));
+}
+
+/// One user holds at most CORTEX_HTTP_USER_MAX_SESSIONS sessions (429 past it, others
+/// unaffected), and a session answers only the user who opened it: another user's key on
+/// its id, to call a tool or to close it, finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_holds_a_bounded_share_of_sessions_and_only_their_own() {
+    let store = TestStore::sqlite();
+    let mut tokens = Vec::new();
+    for user in ["ada", "bea"] {
+        let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
+        store.keys.insert_key(&issued.stored).await.unwrap();
+        tokens.push(issued.token);
+    }
+    let (ada, bea) = (&tokens[0], &tokens[1]);
+    let limits = [
+        ("CORTEX_HTTP_AUTH", "keys"),
+        ("CORTEX_HTTP_USER_MAX_SESSIONS", "2"),
+    ];
+    let server = Server::start(&[&limits[..], &store.env()].concat());
+    let first = Client::open(&server, ada);
+    let _second = Client::open(&server, ada);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "keys-test", "version": "0"}}});
+    let (status, head, body) = server.post(ada, None, &init);
+    assert_eq!(status, 429, "{head}{body}");
+    assert!(head.contains("retry-after"), "{head}");
+    assert!(body.contains("CORTEX_HTTP_USER_MAX_SESSIONS"), "{body}");
+    let theirs = Client::open(&server, bea);
+    theirs.ok("list_memories", json!({}));
+
+    first.ok(
+        "memorize",
+        json!({"content": "ada keeps her notes in a blue folder"}),
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "list_memories", "arguments": {}}});
+    let (status, head, _) = server.post(bea, Some(&first.session), &call);
+    assert_eq!(status, 404, "another user's session: {head}");
+    let header = [format!("Mcp-Session-Id: {}", first.session)];
+    let (status, ..) = server.raw("DELETE", Some(bea), b"", &header);
+    assert_eq!(status, 404, "another user cannot close it");
+    let listed = first.ok("list_memories", json!({}));
+    assert_eq!(
+        contents(&listed, "memories"),
+        ["ada keeps her notes in a blue folder"]
+    );
+
+    let (status, ..) = server.raw("DELETE", Some(ada), b"", &header);
+    assert!(status < 300, "{status}");
+    Client::open(&server, ada).ok("list_memories", json!({}));
+    let log = server.log().join("\n");
+    assert!(log.contains("refused a new session"), "{log}");
+    assert!(
+        log.contains("refused: a session another user opened"),
+        "{log}"
+    );
 }

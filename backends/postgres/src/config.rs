@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use cortex_core::StoreError;
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
@@ -24,6 +25,74 @@ pub const DEFAULT_PRUNE_BUDGET: u64 = 8192;
 /// What one key lookup of a pruned query term costs, in postings scanned: about 1.9 us
 /// against 0.36 us at 100k memories (docs/BENCHMARKS.md).
 pub const DEFAULT_LOOKUP_COST: u64 = 5;
+
+/// How long opening one connection may take (TCP, TLS, startup and authentication).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server's `statement_timeout` on pooled connections unless
+/// `CORTEX_PG_STATEMENT_TIMEOUT_SECS` says otherwise. A search or a memorize takes
+/// milliseconds; one statement still running after this is stuck.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// TCP keepalive: a connection idle this long is probed, every interval, and dropped when
+/// this many probes go unanswered (about a minute in all, against the operating system's
+/// usual two hours and more).
+pub const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+pub const DEFAULT_KEEPALIVE_RETRIES: u32 = 3;
+
+/// How long data sent to the server may go unacknowledged before the kernel drops the
+/// connection (Linux `TCP_USER_TIMEOUT`; elsewhere the system's retransmission limit).
+pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (a day): the server's own limit is
+/// about 24 days, and a longer wait is no bound at all.
+const MAX_STATEMENT_TIMEOUT_SECS: u64 = 86_400;
+
+/// How long the store waits on the server and on the network path to it, so that a
+/// partition that drops packets without closing anything fails calls in bounded time
+/// instead of leaving them waiting for an answer that never comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening one connection, handshake included. The URL's `connect_timeout` wins.
+    pub connect: Duration,
+    /// The server's `statement_timeout` on every pooled connection. The server cannot
+    /// report a timeout over a dead link, so each call also has a deadline of its own,
+    /// [`Timeouts::call_deadline`]. `None` sets neither. Maintenance (the migration on
+    /// open, an HNSW index build, the re-embedding switch) runs without both.
+    pub statement: Option<Duration>,
+    /// TCP keepalive (idle time before the first probe, time between probes, probes
+    /// unanswered before the connection is dropped). The URL's `keepalives_idle`,
+    /// `keepalives_interval` and `keepalives_retries` win; `keepalives=0` turns them off.
+    pub keepalive_idle: Duration,
+    pub keepalive_interval: Duration,
+    pub keepalive_retries: u32,
+    /// Linux `TCP_USER_TIMEOUT`; the URL's `tcp_user_timeout` (seconds) wins.
+    pub tcp_user_timeout: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            statement: Some(DEFAULT_STATEMENT_TIMEOUT),
+            keepalive_idle: DEFAULT_KEEPALIVE_IDLE,
+            keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
+            keepalive_retries: DEFAULT_KEEPALIVE_RETRIES,
+            tcp_user_timeout: DEFAULT_TCP_USER_TIMEOUT,
+        }
+    }
+}
+
+impl Timeouts {
+    /// How long one call (a memorize's writes, a recall's search) may wait in all: the
+    /// statement timeout, and the connect timeout on top for the round trips around it and
+    /// a connection it may have to open. Past it the call fails and the connections it
+    /// held are closed, never reused. `connect` is the one in effect (the URL's, if set).
+    pub fn call_deadline(&self, connect: Duration) -> Option<Duration> {
+        self.statement.map(|statement| statement + connect)
+    }
+}
 
 /// How the pushdown finds its dense candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,6 +166,8 @@ pub struct PostgresConfig {
     /// snapshot; the results are the same either way). Off, every search uses one
     /// connection: fewer connections and less server CPU per search under heavy load.
     pub parallel_search: bool,
+    /// How long calls and connections may wait on the server (see [`Timeouts`]).
+    pub timeouts: Timeouts,
 }
 
 impl PostgresConfig {
@@ -113,15 +184,18 @@ impl PostgresConfig {
             lookup_cost: DEFAULT_LOOKUP_COST,
             ef_search: None,
             parallel_search: true,
+            timeouts: Timeouts::default(),
         }
     }
 
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
-    /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000) and
-    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0) through `get`: the app passes its one reader of
-    /// the process environment (`cortex_app::env_var`), tests pass a map.
+    /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000),
+    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
+    /// none) through `get`: the app passes its one reader of the process environment
+    /// (`cortex_app::env_var`), tests pass a map. The network timeouts other than the
+    /// statement's are libpq's URL parameters (see [`Timeouts`]).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
         let url = get("CORTEX_DATABASE_URL")
             .filter(|u| !u.trim().is_empty())
@@ -169,6 +243,16 @@ impl PostgresConfig {
         }
         if let Some(flag) = get("CORTEX_PG_PARALLEL_SEARCH") {
             config.parallel_search = parse_flag("CORTEX_PG_PARALLEL_SEARCH", &flag)?;
+        }
+        if let Some(secs) = get("CORTEX_PG_STATEMENT_TIMEOUT_SECS") {
+            let secs: u64 = parse_number("CORTEX_PG_STATEMENT_TIMEOUT_SECS", &secs)?;
+            if secs > MAX_STATEMENT_TIMEOUT_SECS {
+                return Err(StoreError::Config(format!(
+                    "CORTEX_PG_STATEMENT_TIMEOUT_SECS must be 0 (no timeout) to \
+                     {MAX_STATEMENT_TIMEOUT_SECS}; got {secs}"
+                )));
+            }
+            config.timeouts.statement = (secs > 0).then(|| Duration::from_secs(secs));
         }
         Ok(config)
     }
@@ -227,6 +311,7 @@ impl fmt::Debug for PostgresConfig {
             .field("lookup_cost", &self.lookup_cost)
             .field("ef_search", &self.ef_search)
             .field("parallel_search", &self.parallel_search)
+            .field("timeouts", &self.timeouts)
             .finish()
     }
 }
@@ -304,6 +389,7 @@ mod tests {
             ("CORTEX_PG_LOOKUP_COST", "7"),
             ("CORTEX_PG_EF_SEARCH", "300"),
             ("CORTEX_PG_PARALLEL_SEARCH", "off"),
+            ("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "5"),
         ]
         .into_iter()
         .collect();
@@ -317,9 +403,33 @@ mod tests {
         assert_eq!(c.lookup_cost, 7);
         assert_eq!(c.ef_search, Some(300));
         assert!(!c.parallel_search);
+        assert_eq!(c.timeouts.statement, Some(Duration::from_secs(5)));
+        assert_eq!(
+            c.timeouts.call_deadline(c.timeouts.connect),
+            Some(Duration::from_secs(5) + DEFAULT_CONNECT_TIMEOUT)
+        );
         assert!(PostgresConfig::new("x").parallel_search);
         assert_eq!(PostgresConfig::new("x").prune_budget, DEFAULT_PRUNE_BUDGET);
         assert_eq!(PostgresConfig::new("x").lookup_cost, DEFAULT_LOOKUP_COST);
+    }
+
+    #[test]
+    fn the_network_timeouts_are_on_unless_turned_off() {
+        let timeouts = PostgresConfig::new("x").timeouts;
+        assert_eq!(timeouts.statement, Some(DEFAULT_STATEMENT_TIMEOUT));
+        assert_eq!(timeouts.connect, DEFAULT_CONNECT_TIMEOUT);
+        assert_eq!(
+            timeouts.call_deadline(Duration::from_secs(3)),
+            Some(DEFAULT_STATEMENT_TIMEOUT + Duration::from_secs(3))
+        );
+        let off = PostgresConfig::from_lookup(|k| match k {
+            "CORTEX_DATABASE_URL" => Some("postgres://h/db".into()),
+            "CORTEX_PG_STATEMENT_TIMEOUT_SECS" => Some("0".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(off.timeouts.statement, None);
+        assert_eq!(off.timeouts.call_deadline(DEFAULT_CONNECT_TIMEOUT), None);
     }
 
     #[test]
@@ -373,5 +483,10 @@ mod tests {
         assert!(bad("CORTEX_PG_EF_SEARCH", "0").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "5000").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_PRUNE_BUDGET", "-1").contains("CORTEX_PG_PRUNE_BUDGET"));
+        assert!(
+            bad("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "30s")
+                .contains("CORTEX_PG_STATEMENT_TIMEOUT_SECS")
+        );
+        assert!(bad("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "100000").contains("86400"));
     }
 }

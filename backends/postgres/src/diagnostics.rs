@@ -50,14 +50,18 @@ impl Diagnostics<'_> {
         user: &str,
         request: &SearchRequest,
     ) -> Result<Vec<String>, StoreError> {
-        let Some(signature) = self.store.known_signature().await? else {
-            return Ok(Vec::new());
-        };
-        let plan = self.store.plan(user, signature.dimension).await?;
-        let unit = normalized(&request.embedding);
         self.store
-            .search_of(plan, user, &unit, request)
-            .explain()
+            .bounded(async {
+                let Some(signature) = self.store.known_signature().await? else {
+                    return Ok(Vec::new());
+                };
+                let plan = self.store.plan(user, signature.dimension).await?;
+                let unit = normalized(&request.embedding);
+                self.store
+                    .search_of(plan, user, &unit, request)
+                    .explain()
+                    .await
+            })
             .await
     }
 }

@@ -172,14 +172,14 @@ impl EnrichmentStore for PostgresStore {
         user: &str,
         records: &ExtractionRecords,
     ) -> StoreResult<Vec<Entity>> {
-        self.records_in_transaction(async |tx| {
+        self.bounded(self.records_in_transaction(async |tx| {
             record_tx::record_extraction(tx, user, records).await
-        })
+        }))
         .await
     }
 
     async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        self.plain_records(async |tx| record_tx::add_event(tx, user, event).await)
+        self.bounded(self.plain_records(async |tx| record_tx::add_event(tx, user, event).await))
             .await
     }
 
@@ -189,32 +189,45 @@ impl EnrichmentStore for PostgresStore {
         range: &TimeRange,
         max: usize,
     ) -> StoreResult<Vec<TimelineEntry>> {
-        timeline(self.connections(), self.names(), user, range, max).await
+        self.bounded(timeline(self.connections(), self.names(), user, range, max))
+            .await
     }
 
     async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-        self.records_in_transaction(async |tx| record_tx::upsert_entity(tx, user, entity).await)
-            .await
+        self.bounded(
+            self.records_in_transaction(async |tx| {
+                record_tx::upsert_entity(tx, user, entity).await
+            }),
+        )
+        .await
     }
 
     async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        let key = normalize_entity_name(name);
-        self.plain_records(async |tx| tx.find_entity(user, &key).await)
-            .await
+        self.bounded(async {
+            let key = normalize_entity_name(name);
+            self.plain_records(async |tx| tx.find_entity(user, &key).await)
+                .await
+        })
+        .await
     }
 
     async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        entity(self.connections(), self.names(), user, id).await
+        self.bounded(entity(self.connections(), self.names(), user, id))
+            .await
     }
 
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
-        self.plain_records(async |tx| record_tx::add_edge(tx, user, edge).await)
-            .await
-            .map(|_| ())
+        self.bounded(async {
+            self.plain_records(async |tx| record_tx::add_edge(tx, user, edge).await)
+                .await
+                .map(|_| ())
+        })
+        .await
     }
 
     async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        edges(self.connections(), self.names(), user, entity).await
+        self.bounded(edges(self.connections(), self.names(), user, entity))
+            .await
     }
 
     async fn link_entity(
@@ -224,14 +237,17 @@ impl EnrichmentStore for PostgresStore {
         entity: &EntityId,
         role: EntityRole,
     ) -> StoreResult<()> {
-        let link = EntityLink {
-            memory_id: *memory_id,
-            entity_id: *entity,
-            role,
-        };
-        self.plain_records(async |tx| record_tx::link_entity(tx, user, &link).await)
-            .await
-            .map(|_| ())
+        self.bounded(async {
+            let link = EntityLink {
+                memory_id: *memory_id,
+                entity_id: *entity,
+                role,
+            };
+            self.plain_records(async |tx| record_tx::link_entity(tx, user, &link).await)
+                .await
+                .map(|_| ())
+        })
+        .await
     }
 
     async fn entity_memories(
@@ -240,6 +256,13 @@ impl EnrichmentStore for PostgresStore {
         entity: &EntityId,
         max: usize,
     ) -> StoreResult<Vec<Memory>> {
-        entity_memories(self.connections(), self.names(), user, entity, max).await
+        self.bounded(entity_memories(
+            self.connections(),
+            self.names(),
+            user,
+            entity,
+            max,
+        ))
+        .await
     }
 }

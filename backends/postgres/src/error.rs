@@ -83,6 +83,10 @@ impl fmt::Display for Server {
     }
 }
 
+/// What a missing answer most likely means, in every message that reports one.
+const NO_ANSWER_WHY: &str = "the server, or the network path to it, is down or drops \
+     packets without closing the connection";
+
 /// Why a call to the server failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -92,6 +96,10 @@ pub enum Cause {
     Refused,
     /// The connection attempt got no answer in time.
     TimedOut,
+    /// Nothing came back within a deadline of the store's own (`setting` names it): on a
+    /// network path that drops packets without closing the connection, nothing else would
+    /// end the wait.
+    NoAnswer { waited: Duration, setting: String },
     /// The server is shutting down, or terminated the session (SQLSTATE 57P01 admin
     /// shutdown or `pg_terminate_backend`, 57P02 crash shutdown).
     ShuttingDown { code: String, message: String },
@@ -135,6 +143,10 @@ impl fmt::Display for Cause {
                  restarting, or on another host or port?)",
             ),
             Cause::TimedOut => f.write_str("timed out: the server did not answer in time"),
+            Cause::NoAnswer { waited, setting } => write!(
+                f,
+                "no answer within {waited:?} ({setting}): {NO_ANSWER_WHY}"
+            ),
             Cause::ShuttingDown { code, message } => write!(
                 f,
                 "the server is shutting down or terminated the connection (SQLSTATE {code}: \
@@ -216,6 +228,18 @@ pub enum PostgresError {
         waited: Duration,
         size: usize,
     },
+    /// A call got no answer within its deadline (see
+    /// [`Timeouts::call_deadline`](crate::config::Timeouts::call_deadline)); the
+    /// connections it held were closed, never handed out again.
+    #[error(
+        "the database at {server} did not answer within {waited:?} ({setting}): \
+         {NO_ANSWER_WHY}; the call was abandoned and its connections closed"
+    )]
+    NoAnswer {
+        server: Server,
+        waited: Duration,
+        setting: String,
+    },
     /// A call on an open connection failed.
     #[error("{cause}")]
     Call {
@@ -230,7 +254,7 @@ impl PostgresError {
     pub fn cause(&self) -> Option<&Cause> {
         match self {
             PostgresError::Connect { cause, .. } | PostgresError::Call { cause, .. } => Some(cause),
-            PostgresError::PoolExhausted { .. } => None,
+            PostgresError::PoolExhausted { .. } | PostgresError::NoAnswer { .. } => None,
         }
     }
 
@@ -241,7 +265,7 @@ impl PostgresError {
             PostgresError::Call { source, .. } => source
                 .as_ref()
                 .and_then(|s| s.downcast_ref::<tokio_postgres::Error>()),
-            PostgresError::PoolExhausted { .. } => None,
+            PostgresError::PoolExhausted { .. } | PostgresError::NoAnswer { .. } => None,
         };
         source.and_then(tokio_postgres::Error::code)
     }
@@ -255,9 +279,28 @@ impl PostgresError {
         }
     }
 
-    /// Taking a connection from the pool (`size` at most) failed: opening one, or waiting
-    /// for one.
-    pub(crate) fn pool(server: &Server, size: usize, waited: Duration, e: PoolError) -> Self {
+    /// Opening a connection to `server` got no answer within `connect`, the connect
+    /// timeout in effect.
+    pub(crate) fn connect_timeout(server: &Server, connect: Duration) -> Self {
+        PostgresError::Connect {
+            server: server.clone(),
+            cause: Cause::NoAnswer {
+                waited: connect,
+                setting: "connect_timeout".into(),
+            },
+            source: None,
+        }
+    }
+
+    /// Taking a connection from the pool (`size` at most) failed: opening one (within
+    /// `connect_within`), or waiting for one (`waited`).
+    pub(crate) fn pool(
+        server: &Server,
+        size: usize,
+        waited: Duration,
+        connect_within: Duration,
+        e: PoolError,
+    ) -> Self {
         let connect = |cause| PostgresError::Connect {
             server: server.clone(),
             cause,
@@ -270,9 +313,12 @@ impl PostgresError {
                 waited,
                 size,
             },
-            PoolError::Timeout(TimeoutType::Create | TimeoutType::Recycle) => {
-                connect(Cause::TimedOut)
+            PoolError::Timeout(TimeoutType::Create) => {
+                Self::connect_timeout(server, connect_within)
             }
+            // Not returned by the pool (a connection slow to recycle is dropped and the
+            // next one tried), but it means the same.
+            PoolError::Timeout(TimeoutType::Recycle) => connect(Cause::TimedOut),
             PoolError::Closed => connect(Cause::Other("the store's pool is closed".into())),
             other => connect(Cause::Other(other.to_string())),
         }

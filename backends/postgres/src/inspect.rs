@@ -3,6 +3,7 @@
 //! which a check must not do.
 
 use cortex_core::StoreError;
+use tokio_postgres::Client;
 
 use crate::config::PostgresConfig;
 use crate::names::Names;
@@ -24,17 +25,27 @@ pub struct Inspection {
 /// Connects once (read-only work on one connection, no pool) and reads what is there.
 pub async fn inspect(config: &PostgresConfig) -> Result<Inspection, StoreError> {
     let names = Names::new(config.schema_name())?;
-    let client = pool::connect_one(&tls::parse(&config.url)?).await?;
-    let text = |sql: &'static str| {
-        let client = &client;
-        async move {
-            client
-                .query_opt(sql, &[])
-                .await
-                .map_err(pg_err)?
-                .map(|row| get::<String>(&row, 0))
-                .transpose()
-        }
+    // A look is one call: under the store's deadline, so that `cortex doctor` cannot hang
+    // on a dead link either.
+    let endpoint = pool::Endpoint::new(tls::parse(&config.url)?, &config.timeouts);
+    let client = pool::connect_one(&endpoint).await?;
+    let look = read(&client, &names);
+    match endpoint.deadline() {
+        None => look.await,
+        Some(deadline) => tokio::time::timeout(deadline.limit(), look)
+            .await
+            .unwrap_or_else(|_| Err(deadline.error(endpoint.server()))),
+    }
+}
+
+async fn read(client: &Client, names: &Names) -> Result<Inspection, StoreError> {
+    let text = |sql: &'static str| async move {
+        client
+            .query_opt(sql, &[])
+            .await
+            .map_err(pg_err)?
+            .map(|row| get::<String>(&row, 0))
+            .transpose()
     };
     let pgvector = text("SELECT extversion FROM pg_extension WHERE extname = 'vector'").await?;
     let pgvector_available =

@@ -50,61 +50,73 @@ impl PostgresStore {
 #[async_trait]
 impl KeyStore for PostgresStore {
     async fn insert_key(&self, key: &StoredKey) -> StoreResult<()> {
-        let built = build(
-            Query::insert()
-                .into_table(self.names().table(ApiKeys::Table))
-                .columns(KEY_COLUMNS)
-                .values([
-                    key.id.clone().into(),
-                    key.user_id.clone().into(),
-                    key.scope.as_str().into(),
-                    key.label.clone().into(),
-                    key.digest.clone().into(),
-                    key.created_at.into(),
-                    key.expires_at.into(),
-                    key.revoked_at.into(),
-                ])
-                .map_err(sea_err)?,
-        );
-        let client = self.client().await?;
-        sql::execute(&client, &built).await?;
-        Ok(())
+        self.bounded(async {
+            let built = build(
+                Query::insert()
+                    .into_table(self.names().table(ApiKeys::Table))
+                    .columns(KEY_COLUMNS)
+                    .values([
+                        key.id.clone().into(),
+                        key.user_id.clone().into(),
+                        key.scope.as_str().into(),
+                        key.label.clone().into(),
+                        key.digest.clone().into(),
+                        key.created_at.into(),
+                        key.expires_at.into(),
+                        key.revoked_at.into(),
+                    ])
+                    .map_err(sea_err)?,
+            );
+            let client = self.client().await?;
+            sql::execute(&client, &built).await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn find_key(&self, id: &str) -> StoreResult<Option<StoredKey>> {
-        let built = build(self.select_keys().and_where(Expr::col(ApiKeys::Id).eq(id)));
-        let client = self.client().await?;
-        row_opt(&client, &built)
-            .await?
-            .map(|row| key_of(&row))
-            .transpose()
+        self.bounded(async {
+            let built = build(self.select_keys().and_where(Expr::col(ApiKeys::Id).eq(id)));
+            let client = self.client().await?;
+            row_opt(&client, &built)
+                .await?
+                .map(|row| key_of(&row))
+                .transpose()
+        })
+        .await
     }
 
     async fn list_keys(&self, user: Option<&str>) -> StoreResult<Vec<StoredKey>> {
-        let mut query = self.select_keys();
-        if let Some(user) = user {
-            query.and_where(Expr::col(ApiKeys::UserId).eq(user));
-        }
-        query
-            .order_by(ApiKeys::CreatedAt, Order::Asc)
-            .order_by(ApiKeys::Seq, Order::Asc);
-        let client = self.client().await?;
-        rows(&client, &build(&query))
-            .await?
-            .iter()
-            .map(key_of)
-            .collect()
+        self.bounded(async {
+            let mut query = self.select_keys();
+            if let Some(user) = user {
+                query.and_where(Expr::col(ApiKeys::UserId).eq(user));
+            }
+            query
+                .order_by(ApiKeys::CreatedAt, Order::Asc)
+                .order_by(ApiKeys::Seq, Order::Asc);
+            let client = self.client().await?;
+            rows(&client, &build(&query))
+                .await?
+                .iter()
+                .map(key_of)
+                .collect()
+        })
+        .await
     }
 
     async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
-        let built = build(
-            Query::update()
-                .table(self.names().table(ApiKeys::Table))
-                .value(ApiKeys::RevokedAt, at)
-                .and_where(Expr::col(ApiKeys::Id).eq(id))
-                .and_where(Expr::col(ApiKeys::RevokedAt).is_null()),
-        );
-        let client = self.client().await?;
-        Ok(sql::execute(&client, &built).await? == 1)
+        self.bounded(async {
+            let built = build(
+                Query::update()
+                    .table(self.names().table(ApiKeys::Table))
+                    .value(ApiKeys::RevokedAt, at)
+                    .and_where(Expr::col(ApiKeys::Id).eq(id))
+                    .and_where(Expr::col(ApiKeys::RevokedAt).is_null()),
+            );
+            let client = self.client().await?;
+            Ok(sql::execute(&client, &built).await? == 1)
+        })
+        .await
     }
 }

@@ -9,7 +9,8 @@
 //! returns over `build_index` on the same data when the dense side is exact.
 //!
 //! Module map: [`config`] (settings and `from_lookup`), `tls` (URL `sslmode` to a rustls
-//! connector), `pool` (connections), [`error`] (what a failure says: the server and the
+//! connector), `pool` (connections and their network timeouts), `deadline` (each call's
+//! deadline, and what happens to its connections past it), [`error`] (what a failure says: the server and the
 //! cause), `schema` (migrations and identifiers), `tables` (the tables and their columns
 //! as sea-query identifiers), `postings` (BM25 postings and per-user statistics),
 //! `search` (the pushdown: its BM25 paths, the dense plan and side, the exact tie-break,
@@ -22,6 +23,7 @@
 
 mod codec;
 pub mod config;
+mod deadline;
 mod diagnostics;
 mod enrichment;
 pub mod error;
@@ -45,7 +47,7 @@ mod transfer;
 
 pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
-    DenseMode, PostgresConfig,
+    DenseMode, PostgresConfig, Timeouts,
 };
 pub use diagnostics::Diagnostics;
 pub use error::PostgresError;

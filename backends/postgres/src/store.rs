@@ -77,15 +77,15 @@ impl PostgresStore {
         if config.pool_size == 0 {
             return Err(StoreError::Config("pool size must be at least 1".into()));
         }
-        let connection = tls::parse(&config.url)?;
-        let mut boot = pool::connect_one(&connection).await?;
+        let endpoint = pool::Endpoint::new(tls::parse(&config.url)?, &config.timeouts);
+        let mut boot = pool::connect_one(&endpoint).await?;
         let server = migrate(&mut boot, &names).await?;
         drop(boot);
         let mut search_path = vec![names.schema()];
         if server.extension_schema != names.schema() {
             search_path.push(&server.extension_schema);
         }
-        let pool = pool::build_pool(connection, &search_path, config.pool_size)?;
+        let pool = pool::build_pool(endpoint, &search_path, config.pool_size)?;
         if !server.iterative_scan && config.dense_mode != DenseMode::Exact {
             tracing::warn!(
                 "pgvector is older than 0.8: HNSW searches cannot scan iteratively, so a \
@@ -131,6 +131,14 @@ impl PostgresStore {
         &self.inner.pool
     }
 
+    /// Runs one call under the store's deadline (see [`crate::deadline`]).
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        self.inner.pool.bounded(call).await
+    }
+
     pub(crate) fn names(&self) -> &Names {
         &self.inner.names
     }
@@ -172,14 +180,19 @@ impl PostgresStore {
         Ok(read)
     }
 
+    /// Builds the HNSW index on a task of its own: a call past its deadline stops waiting
+    /// for a long build without cutting it off midway (an interrupted concurrent build
+    /// leaves an invalid index that searches ignore until it is rebuilt by hand).
     async fn ensure_hnsw(&self, dimension: usize) -> Result<(), StoreError> {
-        ensure_hnsw_index(
-            &self.inner.pool,
-            &self.inner.names,
-            dimension,
-            &self.inner.hnsw_ready,
-        )
+        if self.inner.hnsw_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            ensure_hnsw_index(&inner.pool, &inner.names, dimension, &inner.hnsw_ready).await
+        })
         .await
+        .map_err(|e| StoreError::backend("postgres", e))?
     }
 
     /// Exact or HNSW for this user's next search.
@@ -325,7 +338,7 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
-        self.known_signature().await
+        self.bounded(self.known_signature()).await
     }
 
     async fn add(
@@ -334,316 +347,343 @@ impl MemoryStore for PostgresStore {
         embedding: &[f32],
         signature: &EmbeddingSignature,
     ) -> StoreResult<Added> {
-        validate_embedding(embedding, signature.dimension).map_err(pg_err)?;
-        let doc = DocTerms::of(&memory.content)?;
-        let names = self.names();
-        let insert_memory = build(
-            Query::insert()
-                .into_table(names.table(Memories::Table))
-                .columns([
-                    Memories::Id,
-                    Memories::UserId,
-                    Memories::Content,
-                    Memories::Kind,
-                    Memories::Tags,
-                    Memories::CreatedAt,
-                    Memories::DocLen,
-                    Memories::Embedding,
-                ])
-                .values([
-                    memory.id.into(),
-                    memory.user_id.clone().into(),
-                    memory.content.clone().into(),
-                    memory.kind.as_str().into(),
-                    memory.tags.clone().into(),
-                    memory.created_at.into(),
-                    doc.len.into(),
-                    Vector::from(embedding.to_vec()).into(),
-                ])
-                .map_err(sea_err)?
-                .returning_col(Memories::Seq),
-        );
-        let bump = bump_user(names, &memory.user_id, 1, i64::from(doc.len))?;
-        let postings = insert_postings(names, memory.id, &doc)?;
+        self.bounded(async {
+            validate_embedding(embedding, signature.dimension).map_err(pg_err)?;
+            let doc = DocTerms::of(&memory.content)?;
+            let names = self.names();
+            let insert_memory = build(
+                Query::insert()
+                    .into_table(names.table(Memories::Table))
+                    .columns([
+                        Memories::Id,
+                        Memories::UserId,
+                        Memories::Content,
+                        Memories::Kind,
+                        Memories::Tags,
+                        Memories::CreatedAt,
+                        Memories::DocLen,
+                        Memories::Embedding,
+                    ])
+                    .values([
+                        memory.id.into(),
+                        memory.user_id.clone().into(),
+                        memory.content.clone().into(),
+                        memory.kind.as_str().into(),
+                        memory.tags.clone().into(),
+                        memory.created_at.into(),
+                        doc.len.into(),
+                        Vector::from(embedding.to_vec()).into(),
+                    ])
+                    .map_err(sea_err)?
+                    .returning_col(Memories::Seq),
+            );
+            let bump = bump_user(names, &memory.user_id, 1, i64::from(doc.len))?;
+            let postings = insert_postings(names, memory.id, &doc)?;
 
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg_err)?;
-        let first = match read_signature_locked(&tx, names, Some(LockType::Share)).await? {
-            Some(stored) if &stored != signature => {
-                return Err(StoreError::SignatureMismatch {
-                    stored,
-                    got: signature.clone(),
-                });
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(pg_err)?;
+            let first = match read_signature_locked(&tx, names, Some(LockType::Share)).await? {
+                Some(stored) if &stored != signature => {
+                    return Err(StoreError::SignatureMismatch {
+                        stored,
+                        got: signature.clone(),
+                    });
+                }
+                Some(_) => false,
+                None => {
+                    record_signature(&tx, names, signature).await?;
+                    true
+                }
+            };
+            let generation = generation_of(row_opt(&tx, &bump).await?)?;
+            let seq: i64 = match row_opt(&tx, &insert_memory).await? {
+                Some(row) => get(&row, 0)?,
+                None => return Err(StoreError::Corrupt("insert returned no seq".into())),
+            };
+            sql::execute(&tx, &postings).await?;
+            tx.commit().await.map_err(pg_err)?;
+            // Back to the pool before anything else takes a connection.
+            drop(client);
+            self.remember_signature(signature.clone());
+            if first && self.inner.config.dense_mode == DenseMode::Hnsw {
+                // The table is empty but for this row: building now is instant.
+                self.ensure_hnsw(signature.dimension).await?;
             }
-            Some(_) => false,
-            None => {
-                record_signature(&tx, names, signature).await?;
-                true
-            }
-        };
-        let generation = generation_of(row_opt(&tx, &bump).await?)?;
-        let seq: i64 = match row_opt(&tx, &insert_memory).await? {
-            Some(row) => get(&row, 0)?,
-            None => return Err(StoreError::Corrupt("insert returned no seq".into())),
-        };
-        sql::execute(&tx, &postings).await?;
-        tx.commit().await.map_err(pg_err)?;
-        // Back to the pool before anything else takes a connection.
-        drop(client);
-        self.remember_signature(signature.clone());
-        if first && self.inner.config.dense_mode == DenseMode::Hnsw {
-            // The table is empty but for this row: building now is instant.
-            self.ensure_hnsw(signature.dimension).await?;
-        }
-        Ok(Added {
-            memory: memory.clone().into_memory(seq),
-            generation,
+            Ok(Added {
+                memory: memory.clone().into_memory(seq),
+                generation,
+            })
         })
+        .await
     }
 
     async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
-        let built = build(
-            Query::select()
-                .columns(memory_columns("m"))
-                .from_as(self.names().table(Memories::Table), "m")
-                .and_where(Expr::col(("m", Memories::Id)).eq(*id))
-                .and_where(Expr::col(("m", Memories::UserId)).eq(user)),
-        );
-        let client = self.client().await?;
-        row_opt(&client, &built)
-            .await?
-            .map(|row| memory_of(&row))
-            .transpose()
+        self.bounded(async {
+            let built = build(
+                Query::select()
+                    .columns(memory_columns("m"))
+                    .from_as(self.names().table(Memories::Table), "m")
+                    .and_where(Expr::col(("m", Memories::Id)).eq(*id))
+                    .and_where(Expr::col(("m", Memories::UserId)).eq(user)),
+            );
+            let client = self.client().await?;
+            row_opt(&client, &built)
+                .await?
+                .map(|row| memory_of(&row))
+                .transpose()
+        })
+        .await
     }
 
     async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
-        let Some((low, high)) = prefix_bounds(prefix) else {
-            return Ok(Vec::new());
-        };
-        let built = build(
-            Query::select()
-                .column(Memories::Id)
-                .from(self.names().table(Memories::Table))
-                .and_where(Expr::col(Memories::Id).gte(low))
-                .and_where(Expr::col(Memories::Id).lte(high))
-                .and_where(Expr::col(Memories::UserId).eq(user))
-                .order_by(Memories::Id, Order::Asc),
-        );
-        let client = self.client().await?;
-        rows(&client, &built)
-            .await?
-            .iter()
-            .map(|r| get(r, 0))
-            .collect()
+        self.bounded(async {
+            let Some((low, high)) = prefix_bounds(prefix) else {
+                return Ok(Vec::new());
+            };
+            let built = build(
+                Query::select()
+                    .column(Memories::Id)
+                    .from(self.names().table(Memories::Table))
+                    .and_where(Expr::col(Memories::Id).gte(low))
+                    .and_where(Expr::col(Memories::Id).lte(high))
+                    .and_where(Expr::col(Memories::UserId).eq(user))
+                    .order_by(Memories::Id, Order::Asc),
+            );
+            let client = self.client().await?;
+            rows(&client, &built)
+                .await?
+                .iter()
+                .map(|r| get(r, 0))
+                .collect()
+        })
+        .await
     }
 
     async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
-        let names = self.names();
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg_err)?;
-        let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
-        let target = build(
-            Query::select()
-                .columns([Memories::Seq, Memories::Superseded, Memories::DocLen])
-                .from(names.table(Memories::Table))
-                .and_where(Expr::col(Memories::Id).eq(*id))
-                .and_where(Expr::col(Memories::UserId).eq(user)),
-        );
-        let Some(row) = row_opt(&tx, &target).await? else {
-            // Nothing to delete: the rollback also undoes the generation bump.
-            tx.rollback().await.map_err(pg_err)?;
-            return Ok(None);
-        };
-        let (seq, superseded, doc_len): (i64, bool, i32) = (
-            get_named(&row, Memories::Seq)?,
-            get_named(&row, Memories::Superseded)?,
-            get_named(&row, Memories::DocLen)?,
-        );
-        let superseded_by_it = build(
-            Query::select()
-                .column(Supersessions::OldId)
-                .from(names.table(Supersessions::Table))
-                .and_where(Expr::col(Supersessions::NewId).eq(*id))
-                .order_by(Supersessions::Seq, Order::Asc),
-        );
-        let olds: Vec<MemoryId> = rows(&tx, &superseded_by_it)
-            .await?
-            .iter()
-            .map(|r| get(r, 0))
-            .collect::<Result<_, _>>()?;
-        // Postings, events, links, edges read from it and supersessions go by cascade.
-        sql::execute(
-            &tx,
-            &build(
-                Query::delete()
-                    .from_table(names.table(Memories::Table))
-                    .and_where(Expr::col(Memories::Seq).eq(seq)),
-            ),
-        )
-        .await?;
-        if !superseded {
-            sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
-        }
-        let mut restored = Vec::new();
-        for old in olds {
-            // Live again only when nothing else supersedes it.
-            let revive = build(
-                Query::update()
-                    .table(names.table(Memories::Table))
-                    .value(Memories::Superseded, false)
-                    .and_where(Expr::col(Memories::Id).eq(old))
-                    .and_where(Expr::col(Memories::UserId).eq(user))
-                    .and_where(Expr::col(Memories::Superseded).eq(true))
-                    .and_where(Expr::cust(format!(
-                        "NOT EXISTS (SELECT 1 FROM {} s WHERE s.old_id = {}.id)",
-                        names.q(Supersessions::Table),
-                        names.q(Memories::Table)
-                    )))
-                    .returning(Query::returning().column(Memories::Content)),
+        self.bounded(async {
+            let names = self.names();
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(pg_err)?;
+            let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
+            let target = build(
+                Query::select()
+                    .columns([Memories::Seq, Memories::Superseded, Memories::DocLen])
+                    .from(names.table(Memories::Table))
+                    .and_where(Expr::col(Memories::Id).eq(*id))
+                    .and_where(Expr::col(Memories::UserId).eq(user)),
             );
-            if let Some(row) = row_opt(&tx, &revive).await? {
-                let content: String = get(&row, 0)?;
-                let doc = DocTerms::of(&content)?;
-                sql::execute(&tx, &insert_postings(names, old, &doc)?).await?;
-                sql::execute(&tx, &adjust_stats(names, user, 1, i64::from(doc.len))).await?;
-                restored.push(old);
+            let Some(row) = row_opt(&tx, &target).await? else {
+                // Nothing to delete: the rollback also undoes the generation bump.
+                tx.rollback().await.map_err(pg_err)?;
+                return Ok(None);
+            };
+            let (seq, superseded, doc_len): (i64, bool, i32) = (
+                get_named(&row, Memories::Seq)?,
+                get_named(&row, Memories::Superseded)?,
+                get_named(&row, Memories::DocLen)?,
+            );
+            let superseded_by_it = build(
+                Query::select()
+                    .column(Supersessions::OldId)
+                    .from(names.table(Supersessions::Table))
+                    .and_where(Expr::col(Supersessions::NewId).eq(*id))
+                    .order_by(Supersessions::Seq, Order::Asc),
+            );
+            let olds: Vec<MemoryId> = rows(&tx, &superseded_by_it)
+                .await?
+                .iter()
+                .map(|r| get(r, 0))
+                .collect::<Result<_, _>>()?;
+            // Postings, events, links, edges read from it and supersessions go by cascade.
+            sql::execute(
+                &tx,
+                &build(
+                    Query::delete()
+                        .from_table(names.table(Memories::Table))
+                        .and_where(Expr::col(Memories::Seq).eq(seq)),
+                ),
+            )
+            .await?;
+            if !superseded {
+                sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
             }
-        }
-        tx.commit().await.map_err(pg_err)?;
-        Ok(Some(Deleted {
-            generation,
-            restored,
-        }))
+            let mut restored = Vec::new();
+            for old in olds {
+                // Live again only when nothing else supersedes it.
+                let revive = build(
+                    Query::update()
+                        .table(names.table(Memories::Table))
+                        .value(Memories::Superseded, false)
+                        .and_where(Expr::col(Memories::Id).eq(old))
+                        .and_where(Expr::col(Memories::UserId).eq(user))
+                        .and_where(Expr::col(Memories::Superseded).eq(true))
+                        .and_where(Expr::cust(format!(
+                            "NOT EXISTS (SELECT 1 FROM {} s WHERE s.old_id = {}.id)",
+                            names.q(Supersessions::Table),
+                            names.q(Memories::Table)
+                        )))
+                        .returning(Query::returning().column(Memories::Content)),
+                );
+                if let Some(row) = row_opt(&tx, &revive).await? {
+                    let content: String = get(&row, 0)?;
+                    let doc = DocTerms::of(&content)?;
+                    sql::execute(&tx, &insert_postings(names, old, &doc)?).await?;
+                    sql::execute(&tx, &adjust_stats(names, user, 1, i64::from(doc.len))).await?;
+                    restored.push(old);
+                }
+            }
+            tx.commit().await.map_err(pg_err)?;
+            Ok(Some(Deleted {
+                generation,
+                restored,
+            }))
+        })
+        .await
     }
 
     async fn list(&self, user: &str, max: usize) -> StoreResult<Vec<Memory>> {
-        let built = build(
-            Query::select()
-                .columns(memory_columns("m"))
-                .from_as(self.names().table(Memories::Table), "m")
-                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                .and_where(Expr::cust("NOT m.superseded"))
-                .order_by(("m", Memories::Seq), Order::Desc)
-                .limit(limit(max)),
-        );
-        let client = self.client().await?;
-        rows(&client, &built).await?.iter().map(memory_of).collect()
+        self.bounded(async {
+            let built = build(
+                Query::select()
+                    .columns(memory_columns("m"))
+                    .from_as(self.names().table(Memories::Table), "m")
+                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                    .and_where(Expr::cust("NOT m.superseded"))
+                    .order_by(("m", Memories::Seq), Order::Desc)
+                    .limit(limit(max)),
+            );
+            let client = self.client().await?;
+            rows(&client, &built).await?.iter().map(memory_of).collect()
+        })
+        .await
     }
 
     async fn count(&self, user: &str) -> StoreResult<u64> {
-        // The statistics row counts exactly the live memories (see `postings`).
-        let built = build(
-            Query::select()
-                .column(Users::DocCount)
-                .from(self.names().table(Users::Table))
-                .and_where(Expr::col(Users::UserId).eq(user)),
-        );
-        let client = self.client().await?;
-        let live = match row_opt(&client, &built).await? {
-            Some(row) => u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0),
-            None => 0,
-        };
-        self.remember_live_count(user, live);
-        Ok(live)
+        self.bounded(async {
+            // The statistics row counts exactly the live memories (see `postings`).
+            let built = build(
+                Query::select()
+                    .column(Users::DocCount)
+                    .from(self.names().table(Users::Table))
+                    .and_where(Expr::col(Users::UserId).eq(user)),
+            );
+            let client = self.client().await?;
+            let live = match row_opt(&client, &built).await? {
+                Some(row) => u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0),
+                None => 0,
+            };
+            self.remember_live_count(user, live);
+            Ok(live)
+        })
+        .await
     }
 
     async fn generation(&self, user: &str) -> StoreResult<Generation> {
-        let client = self.client().await?;
-        read_generation(&client, self.names(), user).await
+        self.bounded(async {
+            let client = self.client().await?;
+            read_generation(&client, self.names(), user).await
+        })
+        .await
     }
 
     async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
-        let names = self.names();
-        let mut client = self.client().await?;
-        // One snapshot, so the rows and the generation describe the same state.
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(pg_err)?;
-        let generation = read_generation(&tx, names, user).await?;
-        let built = build(
-            Query::select()
-                .columns(memory_columns("m"))
-                .column(("m", Memories::Embedding))
-                .from_as(names.table(Memories::Table), "m")
-                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                .and_where(Expr::cust("NOT m.superseded"))
-                .order_by(("m", Memories::Seq), Order::Asc),
-        );
-        let found = rows(&tx, &built).await?;
-        tx.commit().await.map_err(pg_err)?;
-        let mut index = MemoryIndex::new(dimension);
-        for row in &found {
-            let memory = memory_of(row)?;
-            let vector: Vector = get_named(row, Memories::Embedding)?;
-            let id = memory.id;
-            index
-                .insert(memory, vector.as_slice())
-                .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
-        }
-        Ok(BuiltIndex { index, generation })
+        self.bounded(async {
+            let names = self.names();
+            let mut client = self.client().await?;
+            // One snapshot, so the rows and the generation describe the same state.
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg_err)?;
+            let generation = read_generation(&tx, names, user).await?;
+            let built = build(
+                Query::select()
+                    .columns(memory_columns("m"))
+                    .column(("m", Memories::Embedding))
+                    .from_as(names.table(Memories::Table), "m")
+                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                    .and_where(Expr::cust("NOT m.superseded"))
+                    .order_by(("m", Memories::Seq), Order::Asc),
+            );
+            let found = rows(&tx, &built).await?;
+            tx.commit().await.map_err(pg_err)?;
+            let mut index = MemoryIndex::new(dimension);
+            for row in &found {
+                let memory = memory_of(row)?;
+                let vector: Vector = get_named(row, Memories::Embedding)?;
+                let id = memory.id;
+                index
+                    .insert(memory, vector.as_slice())
+                    .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
+            }
+            Ok(BuiltIndex { index, generation })
+        })
+        .await
     }
 
     async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
-        self.pushdown(user, request).await
+        self.bounded(self.pushdown(user, request)).await
     }
 
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
-        let names = self.names();
-        let s = supersession;
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg_err)?;
-        let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
-        let mut records = PgRecords::new(&tx, names);
-        require_memory(&mut records, user, &s.old_id).await?;
-        require_memory(&mut records, user, &s.new_id).await?;
-        let insert = build(
-            Query::insert()
-                .into_table(names.table(Supersessions::Table))
-                .columns([
-                    Supersessions::OldId,
-                    Supersessions::NewId,
-                    Supersessions::UserId,
-                    Supersessions::Reason,
-                    Supersessions::CreatedAt,
-                ])
-                .values([
-                    s.old_id.into(),
-                    s.new_id.into(),
-                    user.into(),
-                    s.reason.clone().into(),
-                    s.created_at.into(),
-                ])
-                .map_err(sea_err)?
-                .on_conflict(
-                    OnConflict::columns([Supersessions::OldId, Supersessions::NewId])
-                        .do_nothing()
-                        .to_owned(),
-                ),
-        );
-        sql::execute(&tx, &insert).await?;
-        // Out of the live set: its postings and its share of the statistics go.
-        let hide = build(
-            Query::update()
-                .table(names.table(Memories::Table))
-                .value(Memories::Superseded, true)
-                .and_where(Expr::col(Memories::Id).eq(s.old_id))
-                .and_where(Expr::col(Memories::Superseded).eq(false))
-                .returning(Query::returning().columns([Memories::Seq, Memories::DocLen])),
-        );
-        if let Some(row) = row_opt(&tx, &hide).await? {
-            let (seq, doc_len): (i64, i32) = (
-                get_named(&row, Memories::Seq)?,
-                get_named(&row, Memories::DocLen)?,
+        self.bounded(async {
+            let names = self.names();
+            let s = supersession;
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(pg_err)?;
+            let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
+            let mut records = PgRecords::new(&tx, names);
+            require_memory(&mut records, user, &s.old_id).await?;
+            require_memory(&mut records, user, &s.new_id).await?;
+            let insert = build(
+                Query::insert()
+                    .into_table(names.table(Supersessions::Table))
+                    .columns([
+                        Supersessions::OldId,
+                        Supersessions::NewId,
+                        Supersessions::UserId,
+                        Supersessions::Reason,
+                        Supersessions::CreatedAt,
+                    ])
+                    .values([
+                        s.old_id.into(),
+                        s.new_id.into(),
+                        user.into(),
+                        s.reason.clone().into(),
+                        s.created_at.into(),
+                    ])
+                    .map_err(sea_err)?
+                    .on_conflict(
+                        OnConflict::columns([Supersessions::OldId, Supersessions::NewId])
+                            .do_nothing()
+                            .to_owned(),
+                    ),
             );
-            sql::execute(&tx, &delete_postings(names, seq)).await?;
-            sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
-        }
-        tx.commit().await.map_err(pg_err)?;
-        Ok(generation)
+            sql::execute(&tx, &insert).await?;
+            // Out of the live set: its postings and its share of the statistics go.
+            let hide = build(
+                Query::update()
+                    .table(names.table(Memories::Table))
+                    .value(Memories::Superseded, true)
+                    .and_where(Expr::col(Memories::Id).eq(s.old_id))
+                    .and_where(Expr::col(Memories::Superseded).eq(false))
+                    .returning(Query::returning().columns([Memories::Seq, Memories::DocLen])),
+            );
+            if let Some(row) = row_opt(&tx, &hide).await? {
+                let (seq, doc_len): (i64, i32) = (
+                    get_named(&row, Memories::Seq)?,
+                    get_named(&row, Memories::DocLen)?,
+                );
+                sql::execute(&tx, &delete_postings(names, seq)).await?;
+                sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
+            }
+            tx.commit().await.map_err(pg_err)?;
+            Ok(generation)
+        })
+        .await
     }
 
     async fn supersessions(
@@ -651,24 +691,27 @@ impl MemoryStore for PostgresStore {
         user: &str,
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>> {
-        let built = build(
-            Query::select()
-                .columns(SUPERSESSION_COLUMNS)
-                .from(self.names().table(Supersessions::Table))
-                .and_where(Expr::col(Supersessions::UserId).eq(user))
-                .and_where(
-                    Expr::col(Supersessions::OldId)
-                        .eq(*memory_id)
-                        .or(Expr::col(Supersessions::NewId).eq(*memory_id)),
-                )
-                .order_by(Supersessions::CreatedAt, Order::Asc)
-                .order_by(Supersessions::Seq, Order::Asc),
-        );
-        let client = self.inner.pool.get().await?;
-        rows(&client, &built)
-            .await?
-            .iter()
-            .map(supersession_of)
-            .collect()
+        self.bounded(async {
+            let built = build(
+                Query::select()
+                    .columns(SUPERSESSION_COLUMNS)
+                    .from(self.names().table(Supersessions::Table))
+                    .and_where(Expr::col(Supersessions::UserId).eq(user))
+                    .and_where(
+                        Expr::col(Supersessions::OldId)
+                            .eq(*memory_id)
+                            .or(Expr::col(Supersessions::NewId).eq(*memory_id)),
+                    )
+                    .order_by(Supersessions::CreatedAt, Order::Asc)
+                    .order_by(Supersessions::Seq, Order::Asc),
+            );
+            let client = self.inner.pool.get().await?;
+            rows(&client, &built)
+                .await?
+                .iter()
+                .map(supersession_of)
+                .collect()
+        })
+        .await
     }
 }

@@ -99,16 +99,19 @@ fn layout(kind: RecordKind, names: &Names) -> Layout {
 #[async_trait]
 impl TransferStore for PostgresStore {
     async fn users(&self) -> StoreResult<Vec<String>> {
-        // Entities too: a user whose memories were all forgotten can still have a graph.
-        let sql = format!(
-            "SELECT user_id FROM (SELECT user_id FROM {} UNION SELECT user_id FROM {}) u
+        self.bounded(async {
+            // Entities too: a user whose memories were all forgotten can still have a graph.
+            let sql = format!(
+                "SELECT user_id FROM (SELECT user_id FROM {} UNION SELECT user_id FROM {}) u
              ORDER BY user_id COLLATE \"C\"",
-            self.names().q(Memories::Table),
-            self.names().q(Entities::Table)
-        );
-        let client = self.client().await?;
-        let rows = client.query(&sql, &[]).await.map_err(pg_err)?;
-        rows.iter().map(|r| get(r, 0)).collect()
+                self.names().q(Memories::Table),
+                self.names().q(Entities::Table)
+            );
+            let client = self.client().await?;
+            let rows = client.query(&sql, &[]).await.map_err(pg_err)?;
+            rows.iter().map(|r| get(r, 0)).collect()
+        })
+        .await
     }
 
     async fn memories_after(
@@ -117,29 +120,32 @@ impl TransferStore for PostgresStore {
         after: i64,
         max: usize,
     ) -> StoreResult<Vec<StoredMemory>> {
-        let built = build(
-            Query::select()
-                .columns(memory_columns("m"))
-                .columns([("m", Memories::Superseded), ("m", Memories::Embedding)])
-                .from_as(self.names().table(Memories::Table), "m")
-                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                .and_where(Expr::col(("m", Memories::Seq)).gt(after))
-                .order_by(("m", Memories::Seq), Order::Asc)
-                .limit(limit(max)),
-        );
-        let client = self.client().await?;
-        rows(&client, &built)
-            .await?
-            .iter()
-            .map(|r| {
-                let vector: Vector = get_named(r, Memories::Embedding)?;
-                Ok(StoredMemory {
-                    memory: memory_of(r)?,
-                    superseded: get_named(r, Memories::Superseded)?,
-                    embedding: vector.to_vec(),
+        self.bounded(async {
+            let built = build(
+                Query::select()
+                    .columns(memory_columns("m"))
+                    .columns([("m", Memories::Superseded), ("m", Memories::Embedding)])
+                    .from_as(self.names().table(Memories::Table), "m")
+                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                    .and_where(Expr::col(("m", Memories::Seq)).gt(after))
+                    .order_by(("m", Memories::Seq), Order::Asc)
+                    .limit(limit(max)),
+            );
+            let client = self.client().await?;
+            rows(&client, &built)
+                .await?
+                .iter()
+                .map(|r| {
+                    let vector: Vector = get_named(r, Memories::Embedding)?;
+                    Ok(StoredMemory {
+                        memory: memory_of(r)?,
+                        superseded: get_named(r, Memories::Superseded)?,
+                        embedding: vector.to_vec(),
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
+        .await
     }
 
     async fn records(
@@ -149,23 +155,26 @@ impl TransferStore for PostgresStore {
         offset: u64,
         max: usize,
     ) -> StoreResult<Vec<Record>> {
-        let layout = layout(kind, self.names());
-        let mut select = Query::select();
-        select
-            .columns(layout.columns)
-            .from(layout.table)
-            .and_where(Expr::col(layout.owner).eq(user))
-            .offset(offset)
-            .limit(limit(max));
-        for column in layout.order {
-            select.order_by(column, Order::Asc);
-        }
-        let client = self.client().await?;
-        rows(&client, &build(&select))
-            .await?
-            .iter()
-            .map(layout.decode)
-            .collect()
+        self.bounded(async {
+            let layout = layout(kind, self.names());
+            let mut select = Query::select();
+            select
+                .columns(layout.columns)
+                .from(layout.table)
+                .and_where(Expr::col(layout.owner).eq(user))
+                .offset(offset)
+                .limit(limit(max));
+            for column in layout.order {
+                select.order_by(column, Order::Asc);
+            }
+            let client = self.client().await?;
+            rows(&client, &build(&select))
+                .await?
+                .iter()
+                .map(layout.decode)
+                .collect()
+        })
+        .await
     }
 
     /// The id checked against every user's memories first: an id of another user's is
@@ -176,33 +185,44 @@ impl TransferStore for PostgresStore {
         embedding: &[f32],
         signature: &EmbeddingSignature,
     ) -> StoreResult<Imported> {
-        let owner = self
-            .plain_records(async |tx| tx.memory_owner(&memory.id).await)
-            .await?;
-        if let Some(done) = existing_id("memory", &memory.id, owner.as_deref(), &memory.user_id)? {
-            return Ok(done);
-        }
-        self.add(memory, embedding, signature).await?;
-        Ok(Imported::Written)
+        self.bounded(async {
+            let owner = self
+                .plain_records(async |tx| tx.memory_owner(&memory.id).await)
+                .await?;
+            if let Some(done) =
+                existing_id("memory", &memory.id, owner.as_deref(), &memory.user_id)?
+            {
+                return Ok(done);
+            }
+            self.add(memory, embedding, signature).await?;
+            Ok(Imported::Written)
+        })
+        .await
     }
 
     async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
-        self.records_in_transaction(async |tx| record_tx::import_event(tx, user, event).await)
-            .await
+        self.bounded(
+            self.records_in_transaction(async |tx| record_tx::import_event(tx, user, event).await),
+        )
+        .await
     }
 
     async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
-        self.records_in_transaction(async |tx| record_tx::import_entity(tx, user, entity).await)
-            .await
+        self.bounded(
+            self.records_in_transaction(async |tx| {
+                record_tx::import_entity(tx, user, entity).await
+            }),
+        )
+        .await
     }
 
     async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
-        self.plain_records(async |tx| record_tx::import_edge(tx, user, edge).await)
+        self.bounded(self.plain_records(async |tx| record_tx::import_edge(tx, user, edge).await))
             .await
     }
 
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
-        self.plain_records(async |tx| record_tx::import_link(tx, user, link).await)
+        self.bounded(self.plain_records(async |tx| record_tx::import_link(tx, user, link).await))
             .await
     }
 
@@ -212,8 +232,11 @@ impl TransferStore for PostgresStore {
         after: i64,
         max: usize,
     ) -> StoreResult<Vec<Memory>> {
-        let client = self.client().await?;
-        reembed::unstaged(&client, self.names(), signature, after, max).await
+        self.bounded(async {
+            let client = self.client().await?;
+            reembed::unstaged(&client, self.names(), signature, after, max).await
+        })
+        .await
     }
 
     async fn stage_vectors(
@@ -221,15 +244,24 @@ impl TransferStore for PostgresStore {
         signature: &EmbeddingSignature,
         vectors: &[(MemoryId, Vec<f32>)],
     ) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg_err)?;
-        reembed::stage(&tx, self.names(), signature, vectors).await?;
-        tx.commit().await.map_err(pg_err)
+        self.bounded(async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(pg_err)?;
+            reembed::stage(&tx, self.names(), signature, vectors).await?;
+            tx.commit().await.map_err(pg_err)
+        })
+        .await
     }
 
+    /// Not under the call deadline, nor the statement timeout: the switch rewrites every
+    /// memory's vector in one transaction, which on a large store rightly takes minutes. On
+    /// a dead link the keepalives and `TCP_USER_TIMEOUT` end it.
     async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_err)?;
+        tx.batch_execute("SET LOCAL statement_timeout = 0")
+            .await
+            .map_err(pg_err)?;
         let outcome = reembed::switch(&tx, self.names(), signature).await?;
         tx.commit().await.map_err(pg_err)?;
         if let Switch::Switched { .. } = outcome {

@@ -96,37 +96,6 @@ impl Proxy {
     }
 }
 
-/// The test server's TCP address, and libpq key=value settings for the same database
-/// and credentials (the password kept, if any) without a host or port.
-async fn server(application_name: &str) -> (String, String) {
-    let url = support::database().await.unwrap();
-    let config: tokio_postgres::Config = url.split('?').next().unwrap().parse().unwrap();
-    let host = match &config.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        #[cfg(unix)]
-        tokio_postgres::config::Host::Unix(p) => {
-            panic!("the restart test proxies TCP; the test server is at {p:?}")
-        }
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let quote = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
-    let mut settings = format!(
-        "sslmode=disable application_name={}",
-        quote(application_name)
-    );
-    if let Some(user) = config.get_user() {
-        settings.push_str(&format!(" user={}", quote(user)));
-    }
-    if let Some(db) = config.get_dbname() {
-        settings.push_str(&format!(" dbname={}", quote(db)));
-    }
-    if let Some(password) = config.get_password() {
-        let password = String::from_utf8(password.to_vec()).unwrap();
-        settings.push_str(&format!(" password={}", quote(&password)));
-    }
-    (format!("{host}:{port}"), settings)
-}
-
 /// What the loop saw.
 #[derive(Default)]
 struct Log {
@@ -208,7 +177,7 @@ async fn the_store_survives_a_restart_under_load() {
     let direct = schema.store().await;
     let application_name = format!("cortex_restart_{}", std::process::id());
     let url = support::database().await.unwrap();
-    let (upstream, settings) = server(&application_name).await;
+    let (upstream, settings) = support::tcp_server(&application_name).await;
     let proxy = Proxy::start(upstream).await;
     let settings = format!("host=127.0.0.1 port={} {settings}", proxy.address.port());
     let store = PostgresStore::connect(PostgresConfig {

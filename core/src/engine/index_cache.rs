@@ -94,11 +94,6 @@ impl IndexCache {
         self.held().lru.peek(user).map(|e| Arc::clone(&e.slot))
     }
 
-    /// The size last recorded for `user`'s index (0 if none).
-    pub(crate) fn bytes_of(&self, user: &str) -> usize {
-        self.held().lru.peek(user).map_or(0, |e| e.bytes)
-    }
-
     pub(crate) fn hit(&self) {
         self.hits.fetch_add(1, Ordering::Relaxed);
     }
@@ -111,10 +106,17 @@ impl IndexCache {
     /// users' indexes until the total is within the bound. The user just served is never
     /// dropped, so one index larger than the whole bound still serves its user.
     pub(crate) fn resized(&self, user: &str, bytes: usize) {
+        self.resized_from(user, |_| bytes);
+    }
+
+    /// As [`resized`](Self::resized), with the new size computed from the size last
+    /// recorded, under the same lock.
+    pub(crate) fn resized_from(&self, user: &str, size: impl FnOnce(usize) -> usize) {
         let mut held = self.held();
         let Some(entry) = held.lru.peek_mut(user) else {
             return; // evicted meanwhile: nothing is held for it
         };
+        let bytes = size(entry.bytes);
         let before = std::mem::replace(&mut entry.bytes, bytes);
         held.bytes = held.bytes - before + bytes;
         let Some(max) = self.max_bytes else {

@@ -608,12 +608,12 @@ impl CortexMemory {
             built.generation = generation;
             // Proportional to the memories held: exact enough for a bound, and O(1) where
             // measuring again would walk every memory on every write.
-            let (after, held) = (built.index.len(), self.indexes.bytes_of(user));
-            let bytes = match before {
-                0 => built.index.approx_bytes(),
-                n => held.saturating_mul(after) / n,
-            };
-            self.indexes.resized(user, bytes);
+            let after = built.index.len();
+            let fresh = (before == 0).then(|| built.index.approx_bytes());
+            self.indexes.resized_from(user, |held| match fresh {
+                Some(bytes) => bytes,
+                None => held.saturating_mul(after) / before,
+            });
         } else {
             *cached = None;
             self.indexes.resized(user, 0);

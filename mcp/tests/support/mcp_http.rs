@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -12,10 +12,12 @@ use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
 
-/// The binary serving HTTP with `env` (its credentials and store), killed on drop.
+/// The binary serving HTTP with `env` (its credentials and store), killed on drop. Its
+/// log lines are kept for the tests that read them.
 pub struct Server {
     child: Child,
     addr: String,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -41,47 +43,120 @@ impl Server {
         }
         let mut child = command.spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&log);
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 assert!(!line.contains("cx_"), "a key reached the log: {line}");
                 if let Some(rest) = line.split("listening on http://").nth(1) {
-                    let _ = tx.send(rest.split('/').next().unwrap_or_default().to_owned());
+                    let addr = rest.split(['/', '"']).next().unwrap_or_default();
+                    let _ = tx.send(addr.to_owned());
                 }
+                kept.lock().unwrap().push(line);
             }
         });
         let addr = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        Self { child, addr }
+        Self { child, addr, log }
+    }
+
+    /// The log lines written so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM, as docker and systemd stop a server.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits up to `limit` for the process to exit; its exit status, if it did.
+    pub fn exited_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// Resident memory of the server process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
     }
 
     /// One POST to /mcp on its own connection: status, lower-cased head, body.
     pub fn post(&self, key: &str, session: Option<&str>, body: &Value) -> (u16, String, String) {
-        let body = body.to_string();
-        let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
-        let head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
-             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-             MCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: {}\r\n\
-             Connection: close\r\n\r\n",
+        let session = session.map(|s| format!("Mcp-Session-Id: {s}"));
+        self.raw(
+            "POST",
+            Some(key),
+            body.to_string().as_bytes(),
+            session.as_slice(),
+        )
+    }
+
+    /// One request to /mcp on its own connection with the bearer `key` (if any) and `extra`
+    /// header lines (an extra `Host:` replaces the default one): status, lower-cased head,
+    /// body.
+    pub fn raw(
+        &self,
+        method: &str,
+        key: Option<&str>,
+        body: &[u8],
+        extra: &[String],
+    ) -> (u16, String, String) {
+        let mut head = format!("{method} /mcp HTTP/1.1\r\n");
+        if !extra
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("host:"))
+        {
+            head.push_str("Host: 127.0.0.1\r\n");
+        }
+        if let Some(key) = key {
+            head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        }
+        head.push_str(&format!(
+            "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n",
             body.len()
-        );
-        self.exchange(&format!("{head}{body}"))
+        ));
+        for line in extra {
+            head.push_str(line);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        self.exchange(&request)
     }
 
     /// One GET on its own connection, without credentials: status, lower-cased head, body.
     pub fn get(&self, path: &str) -> (u16, String, String) {
-        self.exchange(&format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        ))
+        self.exchange(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
     }
 
     /// Sends `request` on a connection of its own: status, lower-cased head, body.
-    fn exchange(&self, request: &str) -> (u16, String, String) {
+    fn exchange(&self, request: &[u8]) -> (u16, String, String) {
         let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        stream.write_all(request.as_bytes()).unwrap();
+        stream.write_all(request).unwrap();
         let mut raw = Vec::new();
         let _ = stream.read_to_end(&mut raw);
         let text = String::from_utf8_lossy(&raw).to_string();

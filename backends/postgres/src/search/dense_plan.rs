@@ -20,6 +20,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cortex_core::StoreError;
+use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 
 use crate::names::Names;
@@ -124,7 +125,13 @@ pub(crate) async fn ensure_hnsw_index(
         names.q(Memories::Table),
         indexed_expression("", dimension),
     );
-    let client = pool.get().await?;
+    // Out of the pool for good, without the pool's statement timeout: a build over many
+    // memories rightly takes minutes, and the session setting must not reach another call.
+    let client = Object::take(pool.get().await?);
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .map_err(pg_err)?;
     let legacy: Option<String> = client
         .query_opt(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",

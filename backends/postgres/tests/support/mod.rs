@@ -147,6 +147,38 @@ async fn start_container() -> Result<String, String> {
     Err("the pgvector container never accepted connections".into())
 }
 
+/// The test server's TCP address, and libpq key=value settings for the same database
+/// and credentials (the password kept, if any) without a host or port, for the tests that
+/// reach it through a proxy of their own.
+pub async fn tcp_server(application_name: &str) -> (String, String) {
+    let url = database().await.unwrap();
+    let config: tokio_postgres::Config = url.split('?').next().unwrap().parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(p) => {
+            panic!("the proxy tests need TCP; the test server is at {p:?}")
+        }
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let quote = |v: &str| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"));
+    let mut settings = format!(
+        "sslmode=disable application_name={}",
+        quote(application_name)
+    );
+    if let Some(user) = config.get_user() {
+        settings.push_str(&format!(" user={}", quote(user)));
+    }
+    if let Some(db) = config.get_dbname() {
+        settings.push_str(&format!(" dbname={}", quote(db)));
+    }
+    if let Some(password) = config.get_password() {
+        let password = String::from_utf8(password.to_vec()).unwrap();
+        settings.push_str(&format!(" password={}", quote(&password)));
+    }
+    (format!("{host}:{port}"), settings)
+}
+
 /// A schema name no other test (or test run) uses.
 pub fn unique_schema(tag: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
