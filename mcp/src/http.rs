@@ -14,6 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -288,6 +289,13 @@ pub async fn bind(addr: &str) -> Result<TcpListener, HttpError> {
 pub async fn serve(listener: TcpListener, app: Router, stop: Stop) -> Result<(), HttpError> {
     let signal = stop.signal.clone();
     tokio::spawn(stop.finish_calls());
+    // Without TCP_NODELAY a streamed answer's last small write waits for the client's
+    // delayed ACK: every call took 40+ ms on loopback (docs/BENCHMARKS.md, the load test).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { signal.cancelled().await })
         .await

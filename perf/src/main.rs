@@ -7,22 +7,34 @@
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
 //!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
 //!     [--local-model DIR [--local-count 10000] [--local-queries 200]]
+//! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
+//!     [--load [--load-users 100] [--load-sessions 4] [--load-secs 60]]
+//!     [--cache [--cache-users 10000] [--cache-memories 20] [--cache-tasks 16]
+//!      [--cache-bound 64MiB] [--cache-no-compare]]
+//!     [--load-backend sqlite|postgres [--postgres URL]] [--mcp-binary PATH]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time). With
 //! `--postgres`, the Postgres pushdown is measured too, in schemas `cortex_bench_<N>`
 //! of that database (dropped afterwards unless `--pg-keep`). With `--local-model`, the
 //! default no-key configuration (SQLite and the in-process model) is timed per call.
+//! `--load` and `--cache` instead drive the `cortex-mcp` binary over HTTP with many users
+//! (see `load` and `cache`); they exit non-zero when any call failed or any answer held
+//! another user's memory.
 
+mod cache;
 mod corpus;
+mod load;
 mod local;
+mod mcp_client;
 mod peer;
 mod postgres;
+mod served;
 mod stats;
 mod ties;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
@@ -103,6 +115,45 @@ struct Options {
     /// sharing one vector (every dense distance tied) against the in-process path.
     #[arg(long, value_delimiter = ',')]
     pg_ties: Option<Vec<usize>>,
+    /// Instead of everything else, drive the HTTP server with many users x sessions of
+    /// mixed memorize/recall/list/forget, checking every answer belongs to its caller.
+    #[arg(long)]
+    load: bool,
+    /// Users of the load test (default 100; --quick 4).
+    #[arg(long)]
+    load_users: Option<usize>,
+    /// Sessions per user, run at once (default 4; --quick 2).
+    #[arg(long)]
+    load_sessions: Option<usize>,
+    /// Seconds the load lasts (default 60; --quick 3).
+    #[arg(long)]
+    load_secs: Option<u64>,
+    /// The store the server of --load and --cache uses (postgres needs --postgres URL; a
+    /// schema of its own is made and dropped).
+    #[arg(long, value_enum, default_value = "sqlite")]
+    load_backend: served::Backend,
+    /// Instead of everything else, fill many users' index caches in one server under
+    /// CORTEX_CACHE_MAX_BYTES, then once without a bound.
+    #[arg(long)]
+    cache: bool,
+    /// Users of the cache test (default 10,000; --quick 200); implies --cache.
+    #[arg(long)]
+    cache_users: Option<usize>,
+    /// Memories each user of the cache test writes before its recall (default 20; --quick 3).
+    #[arg(long)]
+    cache_memories: Option<usize>,
+    /// Users of the cache test served at once (default 16; --quick 8).
+    #[arg(long)]
+    cache_tasks: Option<usize>,
+    /// The bound, as CORTEX_CACHE_MAX_BYTES takes it (default 64MiB; --quick 256KiB).
+    #[arg(long)]
+    cache_bound: Option<String>,
+    /// Skip the cache test's second pass, without a bound.
+    #[arg(long)]
+    cache_no_compare: bool,
+    /// The server binary for --load and --cache (default: cortex-mcp beside this one).
+    #[arg(long)]
+    mcp_binary: Option<std::path::PathBuf>,
 }
 
 fn options() -> Options {
@@ -114,6 +165,9 @@ async fn main() -> Result<(), BoxError> {
     let opts = options();
     if cfg!(debug_assertions) {
         eprintln!("cortex-perf: this is a debug build; its timings mean nothing (use --release)");
+    }
+    if opts.load || opts.cache || opts.cache_users.is_some() {
+        return http_modes(&opts).await;
     }
     if let Some(sizes) = &opts.pg_ties {
         let url = opts
@@ -221,6 +275,81 @@ async fn main() -> Result<(), BoxError> {
         eprintln!("wrote {path}");
     }
     Ok(())
+}
+
+/// `--load` and `--cache`: the server over HTTP with many users. Fails when any call
+/// failed, any answer held another user's memory, or an evicted user was answered wrong.
+async fn http_modes(opts: &Options) -> Result<(), BoxError> {
+    let binary = served::server_binary(opts.mcp_binary.as_deref())?;
+    let mut out = serde_json::Map::new();
+    let mut failures = 0;
+    if opts.load {
+        let report = load::run(&load_options(opts, &binary)).await?;
+        failures += report["run"]["errors"].as_u64().unwrap_or(1)
+            + report["run"]["cross_user"].as_u64().unwrap_or(1);
+        out.insert("load".into(), report);
+    }
+    if opts.cache || opts.cache_users.is_some() {
+        let report = cache::run(&cache_options(opts, &binary)?).await?;
+        failures += cache::failures(&report);
+        out.insert("cache".into(), report);
+    }
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&Value::Object(out))?)?;
+        eprintln!("wrote {path}");
+    }
+    match failures {
+        0 => Ok(()),
+        n => Err(format!("{n} failed calls, cross-user answers or wrong answers (above)").into()),
+    }
+}
+
+/// How long after the load the server's memory is read again: what the allocator gives
+/// back once the sessions are gone.
+fn settle(quick: bool) -> Duration {
+    Duration::from_secs(if quick { 1 } else { 10 })
+}
+
+fn load_options(opts: &Options, binary: &std::path::Path) -> load::LoadOptions {
+    let q = opts.quick;
+    let secs = opts.load_secs.unwrap_or(if q { 3 } else { 60 });
+    load::LoadOptions {
+        users: opts.load_users.unwrap_or(if q { 4 } else { 100 }).max(1),
+        sessions: opts.load_sessions.unwrap_or(if q { 2 } else { 4 }).max(1),
+        window: Duration::from_secs(secs),
+        settle: settle(q),
+        backend: opts.load_backend,
+        postgres: opts.postgres.clone(),
+        binary: binary.to_owned(),
+    }
+}
+
+fn cache_options(
+    opts: &Options,
+    binary: &std::path::Path,
+) -> Result<cache::CacheOptions, BoxError> {
+    let q = opts.quick;
+    let bound = opts
+        .cache_bound
+        .clone()
+        .unwrap_or_else(|| if q { "256KiB" } else { "64MiB" }.to_owned());
+    if cortex_app::config::parse_bytes(&bound).is_none() {
+        return Err(format!("--cache-bound {bound:?}: use a size like 64MiB or 1048576").into());
+    }
+    Ok(cache::CacheOptions {
+        users: opts
+            .cache_users
+            .unwrap_or(if q { 200 } else { 10_000 })
+            .max(1),
+        memories: opts.cache_memories.unwrap_or(if q { 3 } else { 20 }).max(1),
+        tasks: opts.cache_tasks.unwrap_or(if q { 8 } else { 16 }).max(1),
+        bound,
+        compare: !opts.cache_no_compare,
+        settle: settle(q),
+        backend: opts.load_backend,
+        postgres: opts.postgres.clone(),
+        binary: binary.to_owned(),
+    })
 }
 
 fn print_row(r: &Value) {
