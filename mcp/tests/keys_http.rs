@@ -167,16 +167,22 @@ async fn keys_isolate_users_on_postgres() {
     store.remove().await;
 }
 
+/// A write key for each of `users`, stored; their tokens.
+async fn write_keys(store: &dyn KeyStore, users: &[&str]) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for user in users {
+        let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
+        store.insert_key(&issued.stored).await.unwrap();
+        tokens.push(issued.token);
+    }
+    tokens
+}
+
 /// One user past their rate gets 429 with Retry-After; another user is not slowed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_user_has_a_rate_of_their_own() {
     let store = TestStore::sqlite();
-    let mut tokens = Vec::new();
-    for user in ["ada", "bea"] {
-        let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
-        store.keys.insert_key(&issued.stored).await.unwrap();
-        tokens.push(issued.token);
-    }
+    let tokens = write_keys(store.keys.as_ref(), &["ada", "bea"]).await;
     let rate = [
         ("CORTEX_HTTP_AUTH", "keys"),
         ("CORTEX_HTTP_USER_RPS", "1"),
@@ -204,12 +210,7 @@ async fn each_user_has_a_rate_of_their_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_user_holds_a_bounded_share_of_sessions_and_only_their_own() {
     let store = TestStore::sqlite();
-    let mut tokens = Vec::new();
-    for user in ["ada", "bea"] {
-        let issued = keys::issue(user, Scope::Write, None, None, Utc::now()).unwrap();
-        store.keys.insert_key(&issued.stored).await.unwrap();
-        tokens.push(issued.token);
-    }
+    let tokens = write_keys(store.keys.as_ref(), &["ada", "bea"]).await;
     let (ada, bea) = (&tokens[0], &tokens[1]);
     let limits = [
         ("CORTEX_HTTP_AUTH", "keys"),
