@@ -7,6 +7,7 @@
 pub mod config;
 pub mod dates;
 pub mod engine;
+pub mod filters;
 
 pub use config::{
     ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, Storage, StoreSettings, env_var,
@@ -15,3 +16,4 @@ pub use engine::{
     Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_key_store,
     open_store,
 };
+pub use filters::{FilterError, FilterText};

@@ -53,6 +53,8 @@ pub enum Command {
     Forget(IdArgs),
     /// Shows a memory's supersession chain with each version's validity interval.
     History(IdArgs),
+    /// Changes a memory's kind or tags; recorded in its history (the memory gets a new id).
+    Tag(TagArgs),
     /// Counts memories by state, kind and tag, with the signature and the store's size.
     Stats(StatsArgs),
     /// Checks the configuration, the store, the model files and the signature.
@@ -200,6 +202,10 @@ pub struct AddArgs {
     /// When it became true, if not now: YYYY-MM-DD or an RFC 3339 datetime.
     #[arg(long, value_name = "DATE")]
     pub created_at: Option<String>,
+    /// The memory this one corrects (id or unique prefix): it stops being recalled in the
+    /// same write, and `cortex history` shows both.
+    #[arg(long, value_name = "ID")]
+    pub replaces: Option<String>,
     #[command(flatten)]
     pub user: UserArg,
     /// Prints JSON.
@@ -215,9 +221,44 @@ pub struct SearchArgs {
     #[arg(long)]
     pub limit: Option<usize>,
     #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
     pub user: UserArg,
     #[arg(long)]
     pub json: bool,
+}
+
+/// Which memories `search` and `list` consider; every flag given must hold.
+#[derive(Debug, Args, Default)]
+pub struct FilterArgs {
+    /// Only this kind (fact, preference, event, decision, instruction, note); repeat for
+    /// any of several.
+    #[arg(long = "kind", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// Only memories with this tag; repeat for any of several.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Only memories with this tag; repeat for all of several.
+    #[arg(long = "tag-all", value_name = "TAG")]
+    pub tags_all: Vec<String>,
+    /// Only memories created at or after: YYYY-MM-DD (midnight UTC) or RFC 3339.
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only memories created before (exclusive), in the same forms.
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+}
+
+impl FilterArgs {
+    pub fn text(&self) -> cortex_app::FilterText<'_> {
+        cortex_app::FilterText {
+            kinds: &self.kinds,
+            tags: &self.tags,
+            tags_all: &self.tags_all,
+            since: self.since.as_deref(),
+            until: self.until.as_deref(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -231,6 +272,27 @@ pub struct ListArgs {
     /// Includes superseded memories.
     #[arg(long)]
     pub superseded: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TagArgs {
+    /// The memory's id, or a prefix of at least 4 characters that matches one memory.
+    pub id: String,
+    /// A tag to add; repeat for several.
+    #[arg(long = "add", value_name = "TAG")]
+    pub add: Vec<String>,
+    /// A tag to remove; repeat for several.
+    #[arg(long = "remove", value_name = "TAG")]
+    pub remove: Vec<String>,
+    /// The new kind: fact, preference, event, decision, instruction or note.
+    #[arg(long)]
+    pub kind: Option<String>,
     #[command(flatten)]
     pub user: UserArg,
     #[arg(long)]
@@ -322,7 +384,7 @@ pub struct DoctorArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Where to write (default: stdout).
+    /// Where to write; `-` or none: standard output.
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Every user in the store, not only one.

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::filter::MemoryFilter;
 use crate::fusion::{ListWeights, lexical_bound, lexical_share, lexical_term};
 pub use crate::fusion::{NEIGHBOUR_WEIGHT, RRF_K};
 use crate::index::{Hit, MemoryIndex};
@@ -42,9 +43,28 @@ pub fn hybrid_retrieve(
     query_terms: &[String],
     top_k: usize,
 ) -> Vec<ScoredMemory> {
+    hybrid_retrieve_filtered(
+        index,
+        query_embedding,
+        query_terms,
+        top_k,
+        &MemoryFilter::default(),
+    )
+}
+
+/// [`hybrid_retrieve`] with only the memories that pass `filter` as candidates of either
+/// list. The statistics, the bound and the neighbours are those of the whole index, so a
+/// memory that passes keeps its BM25 score; its ranks are among the memories that pass.
+pub fn hybrid_retrieve_filtered(
+    index: &MemoryIndex,
+    query_embedding: &[f32],
+    query_terms: &[String],
+    top_k: usize,
+    filter: &MemoryFilter,
+) -> Vec<ScoredMemory> {
     let pool = candidate_pool(top_k);
-    let dense = index.dense_search(query_embedding, pool);
-    let lexical = index.lexical_search(query_terms, pool);
+    let dense = index.dense_search_filtered(query_embedding, pool, filter);
+    let lexical = index.lexical_search_filtered(query_terms, pool, filter);
     let bound = lexical_bound(index.term_idfs(query_terms));
     fuse(index, &dense, &lexical, bound, top_k)
 }

@@ -12,6 +12,7 @@ pub mod embedding;
 pub mod engine;
 pub mod enrichment_store;
 pub mod error;
+pub mod filter;
 pub mod fusion;
 pub mod hybrid;
 pub mod in_memory;
@@ -34,13 +35,14 @@ pub mod usage;
 pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{
     CacheStats, CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT,
-    MemorizeStatus, Memorized,
+    MemorizeOptions, MemorizeStatus, Memorized, Page, REPLACED_BY_CALLER, Retag,
 };
 pub use enrichment_store::{
     EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, Resolved,
 };
 pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
-pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve};
+pub use filter::MemoryFilter;
+pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered};
 pub use in_memory::InMemoryStore;
 pub use index::MemoryIndex;
 pub use keys::{Caller, KeyError, KeyStore, Scope, StoredKey};
@@ -51,7 +53,8 @@ pub use record_tx::RecordTx;
 pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{
-    Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, SearchRequest, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, Generation, ListQuery, MemoryStore, SearchRequest,
+    StoreResult,
 };
 pub use transfer::{
     EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Record, RecordKind,

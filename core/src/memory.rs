@@ -96,6 +96,15 @@ pub struct Memory {
     pub seq: i64,
 }
 
+/// `new_id` made `old_id` stale: recall no longer returns the old memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Supersession {
+    pub old_id: MemoryId,
+    pub new_id: MemoryId,
+    pub reason: String,
+    pub created_at: DateTime<Utc>,
+}
+
 /// A validated request to store a memory: what the engine hands a store, minus the vector.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewMemory {
@@ -105,6 +114,10 @@ pub struct NewMemory {
     pub kind: MemoryKind,
     pub tags: Vec<String>,
     pub created_at: DateTime<Utc>,
+    /// Memories this one supersedes, written in the same transaction as the memory (a
+    /// caller's correction: `memorize(replaces)`); each names this memory as `new_id`.
+    /// Every old memory must exist for the user, or nothing is written.
+    pub supersedes: Vec<Supersession>,
 }
 
 impl NewMemory {
@@ -125,7 +138,19 @@ impl NewMemory {
             kind,
             tags: normalize_tags(tags)?,
             created_at: now(),
+            supersedes: Vec::new(),
         })
+    }
+
+    /// The same memory superseding `old` in its own transaction, for `reason`.
+    pub fn replacing(mut self, old: MemoryId, reason: &str) -> Self {
+        self.supersedes.push(Supersession {
+            old_id: old,
+            new_id: self.id,
+            reason: reason.to_owned(),
+            created_at: now(),
+        });
+        self
     }
 
     /// The same memory dated `at` instead of now: for facts learned earlier and for

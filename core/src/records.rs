@@ -40,14 +40,8 @@ impl TimeRange {
     }
 }
 
-/// `new_id` made `old_id` stale: recall no longer returns the old memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Supersession {
-    pub old_id: MemoryId,
-    pub new_id: MemoryId,
-    pub reason: String,
-    pub created_at: DateTime<Utc>,
-}
+// Defined beside the memory: a correction carries its supersession into the write.
+pub use crate::memory::Supersession;
 
 pub type EntityId = Uuid;
 

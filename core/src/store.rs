@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::filter::MemoryFilter;
 use crate::hybrid::ScoredMemory;
 use crate::index::MemoryIndex;
 use crate::memory::{Memory, MemoryId, NewMemory};
@@ -63,13 +64,43 @@ pub struct BuiltIndex {
 }
 
 /// One hybrid query for the [`MemoryStore::search`] pushdown.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchRequest {
     pub query: String,
     /// The distinct query terms in byte order, from the core tokenizer.
     pub terms: Vec<String>,
     pub embedding: Vec<f32>,
     pub top_k: usize,
+    /// Only memories that pass are candidates of either list; BM25's statistics, the
+    /// lexical bound and the neighbours stay those of every live memory (validated,
+    /// normal form).
+    pub filter: MemoryFilter,
+}
+
+/// One page of [`MemoryStore::list`]: live memories that pass `filter`, newest (highest
+/// sequence) first, only those older than `before_seq`, at most `limit`. Keyed by
+/// sequence, so memories written between pages never shift the pages still to come.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    pub filter: MemoryFilter,
+    pub limit: usize,
+    /// Only memories with a smaller sequence number (the last one of the previous page).
+    pub before_seq: Option<i64>,
+}
+
+impl ListQuery {
+    /// The newest `limit` live memories, unfiltered.
+    pub fn newest(limit: usize) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    /// Whether `memory` belongs on this page's side of the cursor and passes the filter.
+    pub fn admits(&self, memory: &Memory) -> bool {
+        self.before_seq.is_none_or(|s| memory.seq < s) && self.filter.matches(memory)
+    }
 }
 
 /// Storage for memories, their vectors, the embedding signature and the supersessions that
@@ -106,8 +137,8 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// exist.
     async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>>;
 
-    /// Live memories, newest first.
-    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>>;
+    /// One page of live memories, newest first (see [`ListQuery`]).
+    async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>>;
 
     /// Number of live memories.
     async fn count(&self, user: &str) -> StoreResult<u64>;
@@ -166,8 +197,8 @@ macro_rules! forward_store {
             async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
                 (**self).delete(user, id).await
             }
-            async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
-                (**self).list(user, limit).await
+            async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
+                (**self).list(user, query).await
             }
             async fn count(&self, user: &str) -> StoreResult<u64> {
                 (**self).count(user).await

@@ -5,6 +5,7 @@
 //! `user_id` believes it asked for something, and silently ignoring it returns the wrong
 //! records. serde's message names the stray argument and the valid ones.
 
+use cortex_app::FilterText;
 use cortex_core::MAX_LIMIT;
 use rmcp::schemars;
 use serde::Deserialize;
@@ -29,6 +30,12 @@ pub struct MemorizeArgs {
     /// earlier; omit for now.
     #[serde(default)]
     pub created_at: Option<String>,
+    /// The id (or a unique prefix of at least 4 hex characters) of a memory this one
+    /// corrects: the old memory stops being recalled in the same write, and its history
+    /// keeps both. Use it when the user corrects something stored, instead of forget.
+    #[serde(default)]
+    #[schemars(example = "3f2a9c1e")]
+    pub replaces: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -38,9 +45,34 @@ pub struct RecallArgs {
     /// programming language".
     pub query: String,
     /// How many memories to return, best first. Defaults to the server's top-k (10 unless
-    /// configured); values are clamped to 1..=1000.
+    /// configured); values are clamped to 1..=1000. Fewer when fewer memories pass the
+    /// filters.
     #[serde(default)]
     pub limit: Option<i64>,
+    /// Only memories of any of these kinds: fact, preference, event, decision,
+    /// instruction, note. Omit for every kind.
+    #[serde(default)]
+    #[schemars(example = ["decision", "instruction"])]
+    pub kinds: Option<Vec<String>>,
+    /// Only memories carrying at least one of these tags (compared lowercased). At most
+    /// 32.
+    #[serde(default)]
+    #[schemars(example = ["billing", "project-x"])]
+    pub tags: Option<Vec<String>>,
+    /// Only memories carrying every one of these tags. At most 32.
+    #[serde(default)]
+    #[schemars(example = ["work", "q3"])]
+    pub tags_all: Option<Vec<String>>,
+    /// Only memories created at or after this time: a date YYYY-MM-DD (midnight UTC) or an
+    /// RFC 3339 datetime. Omit for no lower bound.
+    #[serde(default)]
+    #[schemars(example = "2026-11-01")]
+    pub since: Option<String>,
+    /// Only memories created strictly before this time, in the same forms as `since`
+    /// ("until": "2026-12-01" ends with November 30). Must be after `since`.
+    #[serde(default)]
+    #[schemars(example = "2026-12-01T00:00:00Z")]
+    pub until: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -79,7 +111,54 @@ pub struct ListMemoriesArgs {
     /// to 1..=1000.
     #[serde(default)]
     pub limit: Option<i64>,
+    /// Where to continue: the `next_cursor` of the previous page, as given. Omit for the
+    /// first page. Memories written meanwhile do not shift the pages to come.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Only memories of any of these kinds: fact, preference, event, decision,
+    /// instruction, note. Omit for every kind.
+    #[serde(default)]
+    #[schemars(example = ["decision", "instruction"])]
+    pub kinds: Option<Vec<String>>,
+    /// Only memories carrying at least one of these tags (compared lowercased). At most
+    /// 32.
+    #[serde(default)]
+    #[schemars(example = ["billing", "project-x"])]
+    pub tags: Option<Vec<String>>,
+    /// Only memories carrying every one of these tags. At most 32.
+    #[serde(default)]
+    #[schemars(example = ["work", "q3"])]
+    pub tags_all: Option<Vec<String>>,
+    /// Only memories created at or after this time: a date YYYY-MM-DD (midnight UTC) or an
+    /// RFC 3339 datetime. Omit for no lower bound.
+    #[serde(default)]
+    #[schemars(example = "2026-11-01")]
+    pub since: Option<String>,
+    /// Only memories created strictly before this time, in the same forms as `since`
+    /// ("until": "2026-12-01" ends with November 30). Must be after `since`.
+    #[serde(default)]
+    #[schemars(example = "2026-12-01T00:00:00Z")]
+    pub until: Option<String>,
 }
+
+/// The filter arguments `recall` and `list_memories` share, as text.
+macro_rules! filter_text {
+    ($($args:ty),*) => {$(
+        impl $args {
+            pub fn filter_text(&self) -> FilterText<'_> {
+                FilterText {
+                    kinds: self.kinds.as_deref().unwrap_or_default(),
+                    tags: self.tags.as_deref().unwrap_or_default(),
+                    tags_all: self.tags_all.as_deref().unwrap_or_default(),
+                    since: self.since.as_deref(),
+                    until: self.until.as_deref(),
+                }
+            }
+        }
+    )*};
+}
+
+filter_text!(RecallArgs, ListMemoriesArgs);
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

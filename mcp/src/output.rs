@@ -108,6 +108,9 @@ pub struct RecallOutput {
 pub struct MemoriesOutput {
     /// Newest first.
     pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// `forget`'s result.

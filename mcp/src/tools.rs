@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use axum::http::request::Parts;
+use cortex_app::{FilterError, FilterText};
 use cortex_core::keys::Caller;
 use cortex_core::records::TimeRange;
-use cortex_core::{CortexError, MemoryKind};
+use cortex_core::{CortexError, MemorizeOptions, MemoryFilter, MemoryKind};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;
@@ -94,10 +95,15 @@ impl CortexServer {
             None => MemoryKind::default(),
         };
         let tags = args.tags.unwrap_or_default();
-        let created_at = parse_instant("created_at", args.created_at.as_deref())?;
+        let options = MemorizeOptions {
+            created_at: parse_instant("created_at", args.created_at.as_deref())?,
+            // Agents often send "" for an argument they mean to leave out.
+            replaces: args.replaces.filter(|r| !r.trim().is_empty()),
+            reason: None,
+        };
         let memorized = engine
             .memory
-            .memorize_at(&user, &args.content, kind, &tags, created_at)
+            .memorize_with(&user, &args.content, kind, &tags, &options)
             .await
             .map_err(|e| fail(tool, e))?;
         tracing::debug!(id = %memorized.memory.id, status = memorized.status.as_str(), "memorized");
@@ -108,7 +114,8 @@ impl CortexServer {
     /// earlier sessions: the user's preferences, past decisions, people, projects, "what
     /// did we decide about ...". Returns stored memories ranked by relevance (meaning and
     /// keywords combined), most relevant first, with their ids; it does not write an
-    /// answer, so read them and use what applies.
+    /// answer, so read them and use what applies. Optional filters (kinds, tags, tags_all,
+    /// since, until) narrow the search to matching memories, e.g. decisions since a date.
     #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
     async fn recall(
         &self,
@@ -116,12 +123,14 @@ impl CortexServer {
         extensions: Extensions,
     ) -> Result<Json<RecallOutput>, ToolError> {
         let tool = Tool::Recall;
+        // Filters first: a malformed one is the caller's to fix even on an unset-up server.
+        let filter = filter_of(tool, &args.filter_text())?;
         let engine = self.engine().await?;
         let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
         let found = engine
             .memory
-            .recall(&user, &args.query, limit)
+            .recall_filtered(&user, &args.query, limit, &filter)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(RecallOutput {
@@ -188,8 +197,10 @@ impl CortexServer {
         }))
     }
 
-    /// The most recently stored memories, newest first, with their ids. Use it to review
-    /// what is stored or to find an id for forget; use recall to search.
+    /// The most recently stored memories, newest first, with their ids, a page at a time:
+    /// pass `next_cursor` back as `cursor` for the next page. Filters (kinds, tags,
+    /// tags_all, since, until) as in recall. Use it to review what is stored or to find an
+    /// id for forget; use recall to search.
     #[tool(annotations(
         title = "List memories",
         read_only_hint = true,
@@ -201,23 +212,25 @@ impl CortexServer {
         extensions: Extensions,
     ) -> Result<Json<MemoriesOutput>, ToolError> {
         let tool = Tool::ListMemories;
+        let filter = filter_of(tool, &args.filter_text())?;
         let engine = self.engine().await?;
         let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
-        let memories = engine
+        let page = engine
             .memory
-            .list_memories(&user, limit)
+            .list_page(&user, &filter, limit, args.cursor.as_deref())
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(MemoriesOutput {
-            memories: memories.iter().map(MemoryView::from).collect(),
+            memories: page.memories.iter().map(MemoryView::from).collect(),
+            next_cursor: page.next_cursor,
         }))
     }
 
     /// Permanently delete one memory, by its full id or by a prefix of at least 4 hex
     /// characters that matches exactly one memory (an ambiguous prefix deletes nothing).
-    /// Use it when the user asks to forget something or a memory is wrong; to correct a
-    /// memory, forget it and memorize the corrected statement.
+    /// Use it when the user asks to forget something; to correct a memory, memorize the
+    /// corrected statement with `replaces` set to the old memory's id instead.
     #[tool(annotations(
         title = "Forget",
         read_only_hint = false,
@@ -280,6 +293,14 @@ impl CortexServer {
             err
         })
     }
+}
+
+/// A tool's filter arguments, checked before anything else runs.
+fn filter_of(tool: Tool, text: &FilterText<'_>) -> Result<MemoryFilter, ToolError> {
+    text.parse().map_err(|e| match e {
+        FilterError::Date(e) => ToolError::BadDate(e),
+        FilterError::Invalid(e) => fail(tool, e),
+    })
 }
 
 fn fail(tool: Tool, error: CortexError) -> ToolError {

@@ -785,3 +785,176 @@ async fn a_missing_key_fails_the_build_with_the_variable_to_set() {
     }
     assert!(!db.exists());
 }
+
+#[tokio::test]
+async fn recall_and_list_take_filters_and_list_pages() {
+    let h = harness(Layers::default()).await;
+    // The filters are in both tools' schemas, with examples.
+    let tools = h.client.list_all_tools().await.unwrap();
+    for name in ["recall", "list_memories"] {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        let props = Value::Object((*tool.input_schema).clone())["properties"].clone();
+        for field in ["kinds", "tags", "tags_all", "since", "until"] {
+            let examples = props[field]["examples"].as_array();
+            assert!(
+                examples.is_some_and(|e| !e.is_empty()),
+                "{name}.{field} has no example: {}",
+                props[field]
+            );
+        }
+    }
+    let memorize = |content: &str, kind: &str, tags: Value, at: &str| json!({"content": content, "kind": kind, "tags": tags, "created_at": at});
+    for args in [
+        memorize(
+            "We decided billing runs on Stripe",
+            "decision",
+            json!(["billing"]),
+            "2026-10-05",
+        ),
+        memorize(
+            "Billing emails go out on the 1st",
+            "fact",
+            json!(["billing", "ops"]),
+            "2026-11-02",
+        ),
+        memorize(
+            "We decided to invoice yearly for billing",
+            "decision",
+            json!(["billing"]),
+            "2026-11-20",
+        ),
+        memorize(
+            "Deploys happen on Fridays",
+            "decision",
+            json!(["ops"]),
+            "2026-11-21",
+        ),
+    ] {
+        ok(h.call("memorize", args).await);
+    }
+    let contents = |out: &Value| -> Vec<String> {
+        out["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // "What did we decide about billing last month": decisions, since November.
+    let out = ok(h
+        .call(
+            "recall",
+            json!({"query": "billing decision", "kinds": ["decision"], "since": "2026-11-01"}),
+        )
+        .await);
+    let got = contents(&out);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], "We decided to invoice yearly for billing");
+    let out = ok(h
+        .call(
+            "recall",
+            json!({"query": "billing", "tags_all": ["billing", "ops"], "until": "2026-12-01"}),
+        )
+        .await);
+    assert_eq!(contents(&out), ["Billing emails go out on the 1st"]);
+    // Pages of two, newest first, and the filter applies to them.
+    let first = ok(h.call("list_memories", json!({"limit": 2})).await);
+    assert_eq!(
+        contents(&first),
+        [
+            "Deploys happen on Fridays",
+            "We decided to invoice yearly for billing"
+        ]
+    );
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let second = ok(h
+        .call("list_memories", json!({"limit": 2, "cursor": cursor}))
+        .await);
+    assert_eq!(
+        contents(&second),
+        [
+            "Billing emails go out on the 1st",
+            "We decided billing runs on Stripe"
+        ]
+    );
+    assert!(second.get("next_cursor").is_none(), "{second}");
+    let tagged = ok(h.call("list_memories", json!({"tags": ["ops"]})).await);
+    assert_eq!(
+        contents(&tagged),
+        [
+            "Deploys happen on Fridays",
+            "Billing emails go out on the 1st"
+        ]
+    );
+    // Bad filters are tool errors that name the argument, and cost no embed call.
+    let calls = h.fake.embed_calls();
+    for (tool, args, needle) in [
+        (
+            "recall",
+            json!({"query": "x", "kinds": ["decisions"]}),
+            "kinds",
+        ),
+        (
+            "recall",
+            json!({"query": "x", "since": "yesterday"}),
+            "since",
+        ),
+        (
+            "recall",
+            json!({"query": "x", "since": "2026-12-01", "until": "2026-11-01"}),
+            "until",
+        ),
+        ("list_memories", json!({"cursor": "page-2"}), "cursor"),
+        (
+            "list_memories",
+            json!({"tags_all": (0..33).map(|i| format!("t{i}")).collect::<Vec<_>>()}),
+            "tags_all",
+        ),
+    ] {
+        let msg = err(h.call(tool, args.clone()).await);
+        assert!(msg.contains(needle), "{tool} {args}: {msg}");
+    }
+    assert_eq!(h.fake.embed_calls(), calls);
+    assert_eq!(h.count().await, 4);
+}
+
+#[tokio::test]
+async fn memorize_replaces_a_memory_it_corrects() {
+    let h = harness(Layers::default()).await;
+    let old = h.memorize("Ada's manager is Bob Stone").await;
+    let out = ok(h
+        .call(
+            "memorize",
+            json!({"content": "Ada's manager is Carol Wu", "replaces": &old[..8]}),
+        )
+        .await);
+    assert_eq!(out["status"], "superseded");
+    assert_eq!(out["superseded"], json!([old]));
+    let found = ok(h.call("recall", json!({"query": "Ada manager"})).await);
+    let ids: Vec<&str> = found["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [out["id"].as_str().unwrap()]);
+    // The same memory cannot be replaced twice; an empty `replaces` is no correction.
+    let msg = err(h
+        .call(
+            "memorize",
+            json!({"content": "Ada's manager is Dan", "replaces": old}),
+        )
+        .await);
+    assert!(
+        msg.contains("replaces") && msg.contains("already replaced"),
+        "{msg}"
+    );
+    let plain = ok(h
+        .call(
+            "memorize",
+            json!({"content": "Ada likes tea", "replaces": ""}),
+        )
+        .await);
+    assert_eq!(plain["status"], "stored");
+    assert_eq!(h.count().await, 2);
+}

@@ -12,6 +12,9 @@
 //!     [--cache [--cache-users 10000] [--cache-memories 20] [--cache-tasks 16]
 //!      [--cache-bound 64MiB] [--cache-no-compare]]
 //!     [--load-backend sqlite|postgres [--postgres URL]] [--mcp-binary PATH]
+//! cargo run --release -p cortex-perf -- --filters [--quick] [--json FILE]
+//!     [--filters-memories 100000] [--filters-queries 200]
+//!     [--postgres URL [--pg-sizes 100000] [--pg-queries 100] [--pg-keep]]
 //! ```
 //! Figures are ratios from one run on one machine; `--quick` runs the same pipeline on
 //! small sizes (CI runs it to keep it working, and asserts nothing about time). With
@@ -20,10 +23,13 @@
 //! default no-key configuration (SQLite and the in-process model) is timed per call.
 //! `--load` and `--cache` instead drive the `cortex-mcp` binary over HTTP with many users
 //! (see `load` and `cache`); they exit non-zero when any call failed or any answer held
-//! another user's memory.
+//! another user's memory. `--filters` instead times filtered recall beside unfiltered
+//! (see `filtered`), in-process and, with `--postgres`, on the pushdown in schemas
+//! `cortex_bench_filters_<N>`; it exits non-zero when any result fails its filter.
 
 mod cache;
 mod corpus;
+mod filtered;
 mod load;
 mod local;
 mod mcp_client;
@@ -115,6 +121,17 @@ struct Options {
     /// sharing one vector (every dense distance tied) against the in-process path.
     #[arg(long, value_delimiter = ',')]
     pg_ties: Option<Vec<usize>>,
+    /// Instead of everything else, time filtered recall beside unfiltered at several
+    /// selectivities: in-process, and on the Postgres pushdown with --postgres (exact and
+    /// HNSW); fails when any result fails its filter.
+    #[arg(long)]
+    filters: bool,
+    /// Memories of the in-process --filters index (default 100,000; --quick 5,000).
+    #[arg(long)]
+    filters_memories: Option<usize>,
+    /// Hybrid queries of the in-process --filters run (default 200; --quick 50).
+    #[arg(long)]
+    filters_queries: Option<usize>,
     /// Instead of everything else, drive the HTTP server with many users x sessions of
     /// mixed memorize/recall/list/forget, checking every answer belongs to its caller.
     #[arg(long)]
@@ -183,6 +200,9 @@ async fn main() -> Result<(), BoxError> {
             eprintln!("wrote {path}");
         }
         return Ok(());
+    }
+    if opts.filters {
+        return filters_mode(&opts).await;
     }
     let (mut sizes, mut dims, queries) = if opts.quick {
         (vec![1_000, 5_000], vec![384], 20)
@@ -301,6 +321,40 @@ async fn http_modes(opts: &Options) -> Result<(), BoxError> {
     match failures {
         0 => Ok(()),
         n => Err(format!("{n} failed calls, cross-user answers or wrong answers (above)").into()),
+    }
+}
+
+/// `--filters`: filtered recall beside unfiltered. Fails when any result failed its
+/// filter, an exact search returned fewer than it should, or a search erred.
+async fn filters_mode(opts: &Options) -> Result<(), BoxError> {
+    let q = opts.quick;
+    let filter_opts = filtered::FilterOptions {
+        memories: opts
+            .filters_memories
+            .unwrap_or(if q { 5_000 } else { 100_000 }),
+        queries: opts.filters_queries.unwrap_or(if q { 50 } else { 200 }),
+        postgres: opts.postgres.clone(),
+        pg_sizes: opts
+            .pg_sizes
+            .clone()
+            .unwrap_or(vec![if q { 2_000 } else { 100_000 }]),
+        pg_queries: opts.pg_queries.unwrap_or(if q { 20 } else { 100 }),
+        keep: opts.pg_keep,
+    };
+    let (report, failures) = filtered::run(&filter_opts).await?;
+    if let Some(path) = &opts.json {
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&json!({ "filters": report, "quick": q }))?,
+        )?;
+        eprintln!("wrote {path}");
+    }
+    match failures {
+        0 => Ok(()),
+        n => Err(format!(
+            "{n} filtered results failing their filter, short exact results or failed searches (above)"
+        )
+        .into()),
     }
 }
 

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cortex_core::tokenizer::query_terms;
-use cortex_core::{EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest};
+use cortex_core::{
+    CortexError, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest,
+};
 use cortex_postgres::{
     DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore,
     RarestFirstLookups,
@@ -21,11 +23,11 @@ use serde_json::{Value, json};
 use crate::BoxError;
 use crate::stats::Samples;
 
-const DIM: usize = 384;
+pub(crate) const DIM: usize = 384;
 const CLUSTERS: usize = 64;
-const WRITERS: usize = 8;
-const USER: &str = "bench";
-const TOP_K: usize = 10;
+pub(crate) const WRITERS: usize = 8;
+pub(crate) const USER: &str = "bench";
+pub(crate) const TOP_K: usize = 10;
 
 /// What to run against which server.
 #[derive(Debug, Clone)]
@@ -54,20 +56,20 @@ pub struct PgOptions {
 }
 
 /// SplitMix64: the same corpus and queries on every run and machine.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
     fn zipf(&mut self, n: usize) -> usize {
@@ -101,12 +103,12 @@ fn vocabulary() -> Vec<String> {
     words
 }
 
-struct Corpus {
-    texts: Vec<String>,
-    vectors: Vec<Vec<f32>>,
+pub(crate) struct Corpus {
+    pub(crate) texts: Vec<String>,
+    pub(crate) vectors: Vec<Vec<f32>>,
 }
 
-fn corpus(n: usize, rng: &mut Rng) -> Corpus {
+pub(crate) fn corpus(n: usize, rng: &mut Rng) -> Corpus {
     let words = vocabulary();
     let centers: Vec<Vec<f32>> = (0..CLUSTERS)
         .map(|_| unit((0..DIM).map(|_| rng.normal()).collect()))
@@ -135,7 +137,7 @@ fn corpus(n: usize, rng: &mut Rng) -> Corpus {
     Corpus { texts, vectors }
 }
 
-fn config(url: &str, schema: &str, mode: DenseMode) -> PostgresConfig {
+pub(crate) fn config(url: &str, schema: &str, mode: DenseMode) -> PostgresConfig {
     PostgresConfig {
         // Fixed, whatever CORTEX_PG_* says: the bench measures the defaults.
         schema: Some(schema.to_owned()),
@@ -146,10 +148,14 @@ fn config(url: &str, schema: &str, mode: DenseMode) -> PostgresConfig {
 }
 
 /// Memorize rates: one client one add at a time, then `WRITERS` concurrent clients (NaN,
-/// printed "-", when the first 2,000 were all there was).
-async fn load(store: Arc<PostgresStore>, corpus: &Corpus) -> Result<(f64, f64), BoxError> {
+/// printed "-", when the first 2,000 were all there was). `new` makes the `i`-th memory
+/// (its text is `corpus.texts[i]`, its vector `corpus.vectors[i]`).
+pub(crate) async fn load(
+    store: Arc<PostgresStore>,
+    corpus: &Corpus,
+    new: impl Fn(usize) -> Result<NewMemory, CortexError>,
+) -> Result<(f64, f64), BoxError> {
     let sig = EmbeddingSignature::new("bench", DIM);
-    let new = |i: usize| NewMemory::new(USER, &corpus.texts[i], MemoryKind::Note, &[], 1 << 16);
     let sequential = 2000.min(corpus.texts.len());
     let start = Instant::now();
     for i in 0..sequential {
@@ -395,7 +401,7 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
     })
 }
 
-fn overlap(a: &[Vec<uuid::Uuid>], b: &[Vec<uuid::Uuid>]) -> f64 {
+pub(crate) fn overlap(a: &[Vec<uuid::Uuid>], b: &[Vec<uuid::Uuid>]) -> f64 {
     let mut shared = 0usize;
     let mut total = 0usize;
     for (x, y) in a.iter().zip(b) {
@@ -405,7 +411,7 @@ fn overlap(a: &[Vec<uuid::Uuid>], b: &[Vec<uuid::Uuid>]) -> f64 {
     shared as f64 / total.max(1) as f64
 }
 
-fn requests(
+pub(crate) fn requests(
     corpus: &Corpus,
     rng: &mut Rng,
     count: usize,
@@ -424,6 +430,7 @@ fn requests(
                 query: text,
                 embedding,
                 top_k: TOP_K,
+                filter: Default::default(),
             }
         })
         .collect();
@@ -479,7 +486,9 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?,
             );
             eprintln!("loading {n} memories into Postgres...");
-            load_rates = Some(load(exact.clone(), &corpus).await?);
+            let new =
+                |i: usize| NewMemory::new(USER, &corpus.texts[i], MemoryKind::Note, &[], 1 << 16);
+            load_rates = Some(load(exact.clone(), &corpus, new).await?);
             exact
                 .pool()
                 .get()
@@ -699,6 +708,6 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
     Ok(Value::Array(rows))
 }
 
-fn secs(d: Duration) -> f64 {
+pub(crate) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }

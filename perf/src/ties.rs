@@ -98,6 +98,7 @@ async fn measure_one(url: &str, n: usize, shared: bool, queries: usize) -> Resul
         terms: query_terms("meeting"),
         embedding: fake.vector("meeting"),
         top_k: TOP_K,
+        filter: Default::default(),
     };
     let index = store.build_index(USER, DIM).await?.index;
     let expected = hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K);

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use cortex_core::records::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
-    MemoryStore, NewMemory, ScoredMemory, SearchRequest, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
+    MemoryId, MemoryStore, NewMemory, ScoredMemory, SearchRequest, StoreResult,
 };
 
 /// The store methods recall may call: the signature, the change counter, the index or the
@@ -71,8 +71,8 @@ impl MemoryStore for CountingStore {
     async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
         self.hit("delete").delete(user, id).await
     }
-    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
-        self.hit("list").list(user, limit).await
+    async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
+        self.hit("list").list(user, query).await
     }
     async fn count(&self, user: &str) -> StoreResult<u64> {
         self.hit("count").count(user).await

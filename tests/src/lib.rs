@@ -108,6 +108,13 @@ macro_rules! conformance_suite {
             wrapped_store_keeps_capabilities_and_pushdown,
             long_query_equals_reference,
             bounded_cache_evicts_and_recall_stays_right,
+            filtered_recall_equals_reference,
+            filtered_search_equals_in_process_retrieval,
+            pages_reach_every_memory_once,
+            filtered_list_is_exact,
+            replaces_supersedes_in_one_transaction,
+            retag_is_recorded_in_history,
+            bad_filters_and_cursors_change_nothing,
         );
     };
     (@expand $factory:expr; $($name:ident),* $(,)?) => {

@@ -48,12 +48,25 @@ pub fn hybrid_ranking(
     query_embedding: &[f32],
     top_k: usize,
 ) -> Vec<uuid::Uuid> {
+    hybrid_ranking_where(docs, query, query_embedding, top_k, |_| true)
+}
+
+/// [`hybrid_ranking`] with only the memories for which `passes` holds as candidates of
+/// either list; the statistics, the bound and the neighbours stay those of every memory.
+pub fn hybrid_ranking_where(
+    docs: &[(Memory, Vec<f32>)],
+    query: &str,
+    query_embedding: &[f32],
+    top_k: usize,
+    passes: impl Fn(&Memory) -> bool,
+) -> Vec<uuid::Uuid> {
     let pool = top_k.max(MIN_POOL);
     let n = docs.len() as f64;
 
     let dense = ranked(
         docs.iter()
             .enumerate()
+            .filter(|(_, (m, _))| passes(m))
             .map(|(i, (m, v))| (cosine(v, query_embedding), m.seq, i))
             .collect(),
         pool,
@@ -77,7 +90,7 @@ pub fn hybrid_ranking(
             let dl = doc.len() as f64;
             score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avgdl));
         }
-        if matched {
+        if matched && passes(&docs[i].0) {
             lexical_scores.push((score, docs[i].0.seq, i));
         }
     }

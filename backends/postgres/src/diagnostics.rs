@@ -41,9 +41,19 @@ impl Diagnostics<'_> {
         self.store.parallel_search_count()
     }
 
+    /// How many of this handle's filtered searches were planned exactly though HNSW would
+    /// have served them unfiltered, because fewer than
+    /// [`hnsw_threshold`](crate::PostgresConfig::hnsw_threshold) of the user's live
+    /// memories passed the filter (or pgvector has no iterative scan).
+    pub fn filtered_exact_searches(&self) -> u64 {
+        self.store.filtered_exact_count()
+    }
+
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
-    /// statement with its generic plan, then of the fused one, run with the same settings
-    /// as the search), for diagnosing a slow recall. Always on one connection: the dense
+    /// statement with its generic plan (a filtered one's for its values), then of the
+    /// fused one, run with the same settings as the search; a filtered search in HNSW mode
+    /// counts its passing memories first, as the search does), for diagnosing a slow
+    /// recall. Always on one connection: the dense
     /// side is the fused statement's, as when no second connection is free.
     pub async fn explain_search(
         &self,
@@ -55,7 +65,10 @@ impl Diagnostics<'_> {
                 let Some(signature) = self.store.known_signature().await? else {
                     return Ok(Vec::new());
                 };
-                let plan = self.store.plan(user, signature.dimension).await?;
+                let plan = self
+                    .store
+                    .plan(user, signature.dimension, &request.filter)
+                    .await?;
                 let unit = normalized(&request.embedding);
                 self.store
                     .search_of(plan, user, &unit, request)

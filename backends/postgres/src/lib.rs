@@ -14,7 +14,8 @@
 //! cause), `schema` (migrations and identifiers), `tables` (the tables and their columns
 //! as sea-query identifiers), `postings` (BM25 postings and per-user statistics),
 //! `search` (the pushdown: its BM25 paths, the dense plan and side, the exact tie-break,
-//! the fusion, the path counters), `diagnostics` (what tests and the bench read of it),
+//! the fusion, the path counters), `filter` (a recall's or a list's filter as SQL
+//! conditions), `diagnostics` (what tests and the bench read of it),
 //! [`inspect`] (a look that changes nothing, for `cortex doctor`), `codec` (rows to records, one decoder
 //! each), `records` (the records' SQL under the core's rules), `enrichment` (events,
 //! entities, edges, links, supersessions), `store` (the `MemoryStore` impl),
@@ -27,6 +28,7 @@ mod deadline;
 mod diagnostics;
 mod enrichment;
 pub mod error;
+mod filter;
 mod inspect;
 mod keys;
 mod meta;

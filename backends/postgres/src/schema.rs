@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_impact_order.sql"),
     include_str!("../migrations/0005_staged_vectors.sql"),
     include_str!("../migrations/0006_api_keys.sql"),
+    include_str!("../migrations/0007_filter_indexes.sql"),
 ];
 
 /// The schema version this build writes.

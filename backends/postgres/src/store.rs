@@ -11,8 +11,9 @@ use cortex_core::hybrid::ScoredMemory;
 use cortex_core::record_tx::require_memory;
 use cortex_core::records::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
-    MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
+    MemoryFilter, MemoryId, MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError,
+    StoreResult,
 };
 use deadpool_postgres::{GenericClient, Pool};
 use pgvector::Vector;
@@ -21,6 +22,7 @@ use tokio_postgres::IsolationLevel;
 
 use crate::codec::{SUPERSESSION_COLUMNS, memory_columns, memory_of, supersession_of};
 use crate::config::{DenseMode, PostgresConfig};
+use crate::filter::filter_conditions;
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
 };
@@ -30,7 +32,9 @@ use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert
 use crate::prefix::prefix_bounds;
 use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
-use crate::search::dense_plan::{DensePlan, check_hnsw_dimension, ensure_hnsw_index};
+use crate::search::dense_plan::{
+    DensePlan, check_hnsw_dimension, ensure_hnsw_index, passing_count,
+};
 use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
 use crate::tables::{Memories, Supersessions, Users};
@@ -38,6 +42,11 @@ use crate::{pg_err, pool, search, tls};
 
 /// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
 const MAX_CACHED_COUNTS: usize = 100_000;
+
+/// A count of memories as a LIMIT (a bigint).
+fn limit_of(n: u64) -> u64 {
+    Ord::min(n, i64::MAX as u64)
+}
 
 /// A MemoryStore over PostgreSQL + pgvector, shared safely by any number of processes.
 pub struct PostgresStore {
@@ -59,6 +68,9 @@ struct Inner {
     lexical_paths: PathCounters,
     /// Searches whose two sides ran on two connections (diagnostics).
     parallel_searches: AtomicU64,
+    /// Filtered searches that HNSW would have served, searched exactly because few
+    /// memories passed (diagnostics).
+    filtered_exact: AtomicU64,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -104,6 +116,7 @@ impl PostgresStore {
                 live_counts: Mutex::new(HashMap::new()),
                 lexical_paths: PathCounters::default(),
                 parallel_searches: AtomicU64::new(0),
+                filtered_exact: AtomicU64::new(0),
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -195,8 +208,45 @@ impl PostgresStore {
         .map_err(|e| StoreError::backend("postgres", e))?
     }
 
-    /// Exact or HNSW for this user's next search.
-    pub(crate) async fn plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
+    /// Exact or HNSW for this user's next search with `filter`: a filtered search that
+    /// HNSW would serve is exact when fewer than `hnsw_threshold` of the user's live
+    /// memories pass (or always, without pgvector's iterative scan); see
+    /// `search::dense_plan`.
+    pub(crate) async fn plan(
+        &self,
+        user: &str,
+        dimension: usize,
+        filter: &MemoryFilter,
+    ) -> Result<DensePlan, StoreError> {
+        let plan = self.unfiltered_plan(user, dimension).await?;
+        if !plan.is_hnsw() || filter.is_empty() || !self.few_pass(user, filter).await? {
+            return Ok(plan);
+        }
+        self.inner.filtered_exact.fetch_add(1, Ordering::Relaxed);
+        Ok(DensePlan::Exact)
+    }
+
+    /// Whether too few of the user's live memories pass `filter` for an HNSW search (see
+    /// `search::dense_plan`): counted up to `hnsw_threshold`.
+    async fn few_pass(&self, user: &str, filter: &MemoryFilter) -> Result<bool, StoreError> {
+        if !self.inner.server.iterative_scan {
+            return Ok(true);
+        }
+        let threshold = self.inner.config.hnsw_threshold;
+        if threshold == 0 {
+            return Ok(false);
+        }
+        let built = passing_count(self.names(), user, filter, limit_of(threshold));
+        let client = self.client().await?;
+        let passing: i64 = match row_opt(&client, &built).await? {
+            Some(row) => get(&row, 0)?,
+            None => 0,
+        };
+        Ok(u64::try_from(passing).unwrap_or(0) < threshold)
+    }
+
+    /// Exact or HNSW for this user's next search, by the mode and the user's live count.
+    async fn unfiltered_plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
         match self.inner.config.dense_mode {
             DenseMode::Exact => Ok(DensePlan::Exact),
             DenseMode::Hnsw => {
@@ -271,6 +321,11 @@ impl PostgresStore {
         self.inner.parallel_searches.load(Ordering::Relaxed)
     }
 
+    /// How many of this handle's filtered searches were exact because few memories passed.
+    pub(crate) fn filtered_exact_count(&self) -> u64 {
+        self.inner.filtered_exact.load(Ordering::Relaxed)
+    }
+
     /// One search as the pushdown runs it (see [`search::Search`]).
     pub(crate) fn search_of<'a>(
         &'a self,
@@ -307,7 +362,9 @@ impl PostgresStore {
         };
         validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
         let unit = normalized(&request.embedding);
-        let plan = self.plan(user, signature.dimension).await?;
+        let plan = self
+            .plan(user, signature.dimension, &request.filter)
+            .await?;
         let found = self.search_of(plan, user, &unit, request).run().await?;
         let mut out = Vec::with_capacity(found.rows.len());
         let mut live = None;
@@ -401,6 +458,9 @@ impl MemoryStore for PostgresStore {
                 None => return Err(StoreError::Corrupt("insert returned no seq".into())),
             };
             sql::execute(&tx, &postings).await?;
+            for s in &memory.supersedes {
+                write_supersession(&tx, names, &memory.user_id, s).await?;
+            }
             tx.commit().await.map_err(pg_err)?;
             // Back to the pool before anything else takes a connection.
             drop(client);
@@ -541,16 +601,24 @@ impl MemoryStore for PostgresStore {
         .await
     }
 
-    async fn list(&self, user: &str, max: usize) -> StoreResult<Vec<Memory>> {
+    async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
         self.bounded(async {
+            let mut select = Query::select();
+            select
+                .columns(memory_columns("m"))
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                .and_where(Expr::cust("NOT m.superseded"));
+            if let Some(seq) = query.before_seq {
+                select.and_where(Expr::col(("m", Memories::Seq)).lt(seq));
+            }
+            for condition in filter_conditions("m", &query.filter) {
+                select.and_where(condition);
+            }
             let built = build(
-                Query::select()
-                    .columns(memory_columns("m"))
-                    .from_as(self.names().table(Memories::Table), "m")
-                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                    .and_where(Expr::cust("NOT m.superseded"))
+                select
                     .order_by(("m", Memories::Seq), Order::Desc)
-                    .limit(limit(max)),
+                    .limit(limit(query.limit)),
             );
             let client = self.client().await?;
             rows(&client, &built).await?.iter().map(memory_of).collect()
@@ -635,51 +703,7 @@ impl MemoryStore for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(pg_err)?;
             let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
-            let mut records = PgRecords::new(&tx, names);
-            require_memory(&mut records, user, &s.old_id).await?;
-            require_memory(&mut records, user, &s.new_id).await?;
-            let insert = build(
-                Query::insert()
-                    .into_table(names.table(Supersessions::Table))
-                    .columns([
-                        Supersessions::OldId,
-                        Supersessions::NewId,
-                        Supersessions::UserId,
-                        Supersessions::Reason,
-                        Supersessions::CreatedAt,
-                    ])
-                    .values([
-                        s.old_id.into(),
-                        s.new_id.into(),
-                        user.into(),
-                        s.reason.clone().into(),
-                        s.created_at.into(),
-                    ])
-                    .map_err(sea_err)?
-                    .on_conflict(
-                        OnConflict::columns([Supersessions::OldId, Supersessions::NewId])
-                            .do_nothing()
-                            .to_owned(),
-                    ),
-            );
-            sql::execute(&tx, &insert).await?;
-            // Out of the live set: its postings and its share of the statistics go.
-            let hide = build(
-                Query::update()
-                    .table(names.table(Memories::Table))
-                    .value(Memories::Superseded, true)
-                    .and_where(Expr::col(Memories::Id).eq(s.old_id))
-                    .and_where(Expr::col(Memories::Superseded).eq(false))
-                    .returning(Query::returning().columns([Memories::Seq, Memories::DocLen])),
-            );
-            if let Some(row) = row_opt(&tx, &hide).await? {
-                let (seq, doc_len): (i64, i32) = (
-                    get_named(&row, Memories::Seq)?,
-                    get_named(&row, Memories::DocLen)?,
-                );
-                sql::execute(&tx, &delete_postings(names, seq)).await?;
-                sql::execute(&tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
-            }
+            write_supersession(&tx, names, user, s).await?;
             tx.commit().await.map_err(pg_err)?;
             Ok(generation)
         })
@@ -714,4 +738,61 @@ impl MemoryStore for PostgresStore {
         })
         .await
     }
+}
+
+/// Writes one supersession inside `tx`: both memories must be the user's; the old one
+/// leaves the live set with its postings and its share of the statistics. The caller
+/// bumps the generation (once per transaction).
+async fn write_supersession(
+    tx: &deadpool_postgres::Transaction<'_>,
+    names: &Names,
+    user: &str,
+    s: &Supersession,
+) -> StoreResult<()> {
+    let mut records = PgRecords::new(tx, names);
+    require_memory(&mut records, user, &s.old_id).await?;
+    require_memory(&mut records, user, &s.new_id).await?;
+    let insert = build(
+        Query::insert()
+            .into_table(names.table(Supersessions::Table))
+            .columns([
+                Supersessions::OldId,
+                Supersessions::NewId,
+                Supersessions::UserId,
+                Supersessions::Reason,
+                Supersessions::CreatedAt,
+            ])
+            .values([
+                s.old_id.into(),
+                s.new_id.into(),
+                user.into(),
+                s.reason.clone().into(),
+                s.created_at.into(),
+            ])
+            .map_err(sea_err)?
+            .on_conflict(
+                OnConflict::columns([Supersessions::OldId, Supersessions::NewId])
+                    .do_nothing()
+                    .to_owned(),
+            ),
+    );
+    sql::execute(tx, &insert).await?;
+    // Out of the live set: its postings and its share of the statistics go.
+    let hide = build(
+        Query::update()
+            .table(names.table(Memories::Table))
+            .value(Memories::Superseded, true)
+            .and_where(Expr::col(Memories::Id).eq(s.old_id))
+            .and_where(Expr::col(Memories::Superseded).eq(false))
+            .returning(Query::returning().columns([Memories::Seq, Memories::DocLen])),
+    );
+    if let Some(row) = row_opt(tx, &hide).await? {
+        let (seq, doc_len): (i64, i32) = (
+            get_named(&row, Memories::Seq)?,
+            get_named(&row, Memories::DocLen)?,
+        );
+        sql::execute(tx, &delete_postings(names, seq)).await?;
+        sql::execute(tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
+    }
+    Ok(())
 }

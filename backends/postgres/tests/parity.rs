@@ -290,6 +290,7 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
                 terms: terms.clone(),
                 embedding: embedding.clone(),
                 top_k,
+                filter: Default::default(),
             };
             let pushed = pg.search(&user, &request).await.unwrap();
             let label = format!("{tag}: query {query:?} top_k {top_k}");
@@ -517,6 +518,7 @@ async fn long_queries_match_in_process() {
                 terms: terms.clone(),
                 embedding: embedding.clone(),
                 top_k,
+                filter: Default::default(),
             };
             for (label, store) in &stores {
                 let pushed = store.search(&user, &request).await.unwrap();

@@ -111,6 +111,7 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
         terms: query_terms("friday api deploy"),
         embedding: vec![1.0, 1.0, 0.5],
         top_k: 3,
+        filter: Default::default(),
     };
     let before = store.search("u", &request).await.unwrap();
     assert_eq!(before.len(), 3);
@@ -228,6 +229,7 @@ async fn pruned_search_equals_full_scoring() {
             terms: query_terms(query),
             embedding: vec![0.3, 0.2, 0.1, 1.0],
             top_k,
+            filter: Default::default(),
         };
         let expected =
             cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
@@ -319,6 +321,7 @@ async fn rarest_first_looks_up_in_stages() {
             terms: query_terms("common rare"),
             embedding: vec![0.3, 0.2, 0.1, 1.0],
             top_k,
+            filter: Default::default(),
         };
         let expected =
             cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
@@ -384,6 +387,7 @@ async fn term_bounds_come_from_the_best_posting() {
         terms: query_terms("ox zebra"),
         embedding: vec![0.3, 0.2, 0.1, 1.0],
         top_k: 1,
+        filter: Default::default(),
     };
     let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1);
     assert_eq!(pruning.search("u", &request).await.unwrap(), expected);
@@ -415,6 +419,7 @@ async fn term_bounds_come_from_the_best_posting() {
         terms: query_terms("zebra yak"),
         embedding: query.to_vec(),
         top_k: 3,
+        filter: Default::default(),
     };
     let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 3);
     assert_eq!(expected[0].memory.content, long);
@@ -572,6 +577,7 @@ async fn both_sides_read_one_snapshot_under_concurrent_writes() {
         terms: query_terms("alpha beta"),
         embedding: vec![1.0, 0.0, 0.0],
         top_k: 10,
+        filter: Default::default(),
     };
     for i in 0..300 {
         let found = store.search(user, &request).await.unwrap();
@@ -606,6 +612,7 @@ async fn a_search_dropped_midway_leaves_no_transaction_behind() {
         terms: query_terms("alpha beta"),
         embedding: vec![1.0, 0.0, 0.0],
         top_k: 10,
+        filter: Default::default(),
     };
     assert_eq!(store.search("u", &request).await.unwrap().len(), 5);
     // Another session holds the postings table, so the BM25 statement waits inside the
@@ -797,6 +804,7 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             terms: query_terms("topic 3"),
             embedding: vectors[0].clone(),
             top_k: 10,
+            filter: Default::default(),
         };
         let plan = hnsw
             .diagnostics()
@@ -812,6 +820,7 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             terms: query_terms("topic 3"),
             embedding: q.clone(),
             top_k: 10,
+            filter: Default::default(),
         };
         let a = hnsw.search(user, &request).await.unwrap();
         let b = exact.search(user, &request).await.unwrap();
@@ -902,6 +911,7 @@ async fn searches_plan_each_statement_as_designed() {
                     terms: query_terms("ox deploy"),
                     embedding: vec![1.0, 2.0, 0.5],
                     top_k: 3,
+                    filter: Default::default(),
                 };
                 for _ in 0..7 {
                     assert_eq!(store.search("u", &request).await.unwrap().len(), 3);
@@ -1016,6 +1026,7 @@ async fn legacy_hnsw_index_is_replaced() {
             terms: query_terms("note"),
             embedding: vec![0.5; dim],
             top_k: 5,
+            filter: Default::default(),
         };
         assert_eq!(hnsw.search("u", &request).await.unwrap().len(), 5);
         let indexes: Vec<(String, String)> = client
@@ -1190,6 +1201,7 @@ async fn postings_of_another_analyser_are_rederived_on_open() {
         terms: query_terms("the fridays deploy"),
         embedding: vec![1.0, 1.0, 0.5],
         top_k: 4,
+        filter: Default::default(),
     };
     let before = store.search("u", &request).await.unwrap();
     let s = &schema.schema;

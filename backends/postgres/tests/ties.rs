@@ -138,6 +138,7 @@ async fn mass_ties_match_the_core_and_score_each_distinct_vector_once() {
                 terms: terms.clone(),
                 embedding: embedding.clone(),
                 top_k,
+                filter: Default::default(),
             };
             let expected = hybrid_retrieve(&index, &embedding, &terms, top_k);
             assert_eq!(expected.len(), top_k);

@@ -7,6 +7,7 @@
 mod codec;
 mod enrichment;
 mod keys;
+mod listing;
 mod meta;
 mod records;
 mod reembed;

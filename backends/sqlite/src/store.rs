@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cortex_core::records::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, Memory, MemoryId,
-    MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
+    MemoryId, MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
@@ -18,6 +18,7 @@ use crate::codec::{
     query_memories, query_rows, supersession_of,
 };
 use crate::db_err;
+use crate::listing::list_statement;
 use crate::meta::{bump_generation, read_generation, read_signature};
 use crate::schema::migrate;
 use crate::writes::{check_signature, insert_memory, insert_supersession};
@@ -285,6 +286,9 @@ impl MemoryStore for SqliteStore {
         self.write(move |tx| {
             check_signature(tx, &signature)?;
             let seq = insert_memory(tx, &memory, &embedding)?;
+            for s in &memory.supersedes {
+                insert_supersession(tx, &memory.user_id, s)?;
+            }
             let generation = bump_generation(tx, &memory.user_id)?;
             Ok(Added {
                 memory: memory.into_memory(seq),
@@ -362,18 +366,10 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
-        let user = user.to_owned();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |conn| {
-            let sql = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m
-                 WHERE m.user_id = ?1 AND {LIVE}
-                 ORDER BY m.seq DESC LIMIT ?2"
-            );
-            query_memories(conn, &sql, params![user, limit])
-        })
-        .await
+    async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
+        let (sql, values) = list_statement(user, query);
+        self.run(move |conn| query_memories(conn, &sql, rusqlite::params_from_iter(values)))
+            .await
     }
 
     async fn count(&self, user: &str) -> StoreResult<u64> {

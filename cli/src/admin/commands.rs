@@ -2,24 +2,25 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
+use cortex_app::FilterError;
 use cortex_app::dates::parse_instant;
 use cortex_app::engine::open_store;
-use cortex_core::{Memory, MemoryKind, StoredMemory};
+use cortex_core::{MemorizeOptions, Memory, MemoryFilter, MemoryKind, Retag, StoredMemory};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::admin::error::AdminError;
 use crate::admin::export::export;
-use crate::admin::import::{Importer, LineCheck, Vectors, read_batch, read_header};
+use crate::admin::import::{ExportReader, Importer, LineCheck, Vectors};
 use crate::admin::migrate::migrate;
 use crate::admin::progress::Progress;
 use crate::admin::reembed::{estimate, reembed};
 use crate::admin::{Context, StoreContext, check_not_itself, storage_of};
 use crate::cli::{
-    AddArgs, ExportArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, ReembedArgs, SearchArgs,
-    StatsArgs,
+    AddArgs, ExportArgs, FilterArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, ReembedArgs,
+    SearchArgs, StatsArgs, TagArgs,
 };
 
 fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
@@ -43,14 +44,27 @@ fn show(m: &Memory) -> String {
     )
 }
 
+/// The filter flags, checked before the store is opened.
+fn filter_of(args: &FilterArgs) -> Result<MemoryFilter, AdminError> {
+    args.text().parse().map_err(|e| match e {
+        FilterError::Date(e) => AdminError::Usage(e.to_string()),
+        FilterError::Invalid(e) => e.into(),
+    })
+}
+
 pub async fn add(args: AddArgs) -> Result<(), AdminError> {
     let kind: MemoryKind = args.kind.parse()?;
     let created_at = parse_instant("--created-at", args.created_at.as_deref())
         .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let options = MemorizeOptions {
+        created_at,
+        replaces: args.replaces.clone(),
+        reason: None,
+    };
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine
         .memory
-        .memorize_at(&user, &args.content, kind, &args.tags, created_at)
+        .memorize_with(&user, &args.content, kind, &args.tags, &options)
         .await?;
     match args.json {
         true => print_json(&json!({
@@ -67,9 +81,13 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
 }
 
 pub async fn search(args: SearchArgs) -> Result<(), AdminError> {
+    let filter = filter_of(&args.filter)?;
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let limit = args.limit.unwrap_or(engine.top_k);
-    let found = engine.memory.recall(&user, &args.query, limit).await?;
+    let found = engine
+        .memory
+        .recall_filtered(&user, &args.query, limit, &filter)
+        .await?;
     if args.json {
         let rows: Vec<_> = found
             .iter()
@@ -87,6 +105,7 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
     if !(1..=cortex_core::MAX_LIMIT).contains(&args.limit) {
         return Err(AdminError::Usage("--limit must be 1 to 1000".into()));
     }
+    let filter = filter_of(&args.filter)?;
     let ctx = StoreContext::open().await?;
     let user = ctx.user(args.user.user.as_deref())?;
     // Pages of the store's insertion order: the cursor is the last sequence shown, so
@@ -106,7 +125,7 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
         cursor = last.memory.seq;
         shown.extend(
             page.into_iter()
-                .filter(|m| args.superseded || !m.superseded),
+                .filter(|m| (args.superseded || !m.superseded) && filter.matches(&m.memory)),
         );
     }
     let next = (!exhausted).then_some(cursor);
@@ -134,6 +153,38 @@ pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
         true => print_json(&json!({"deleted": id})),
         false => {
             println!("deleted {id}");
+            Ok(())
+        }
+    }
+}
+
+pub async fn tag(args: TagArgs) -> Result<(), AdminError> {
+    let kind = args
+        .kind
+        .as_deref()
+        .map(str::parse::<MemoryKind>)
+        .transpose()?;
+    let change = Retag {
+        kind,
+        add: args.add.clone(),
+        remove: args.remove.clone(),
+    };
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
+    let done = engine.memory.retag(&user, &args.id, &change).await?;
+    match args.json {
+        true => print_json(&json!({
+            "id": done.memory.id,
+            "replaced": done.superseded,
+            "memory": done.memory,
+        })),
+        false => {
+            let old = done.superseded.first().map(ToString::to_string);
+            println!(
+                "retagged {} (was {}): {}",
+                done.memory.id,
+                old.unwrap_or_default(),
+                show(&done.memory)
+            );
             Ok(())
         }
     }
@@ -302,7 +353,10 @@ pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
         false => vec![ctx.user(args.user.user.as_deref())?],
     };
     let progress = Progress::new("export", None);
-    let written = match &args.out {
+    // `-o -` is standard output, as `cortex import -` reads standard input. Progress and
+    // the summary go to stderr either way, never into the data.
+    let file = args.out.as_deref().filter(|p| p.as_os_str() != "-");
+    let written = match file {
         Some(path) => {
             // Written beside the destination and renamed into place: a failed export
             // never leaves a truncated file where a good one was.
@@ -355,17 +409,43 @@ fn open_input(path: &std::path::Path) -> Result<Box<dyn BufRead>, AdminError> {
     Ok(Box::new(BufReader::new(file)))
 }
 
+/// Before a file is imported: when it does not end with a newline, as every export does, it
+/// is read through once, so that a file cut short is refused before anything of it is
+/// written (standard input cannot be read twice; there the cut is found where it is).
+fn check_not_truncated(path: &std::path::Path) -> Result<(), AdminError> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let io = |e| AdminError::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
+    // A pipe (`<(gunzip -c …)`) cannot be read twice either; an empty file is refused as one.
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::End(-1)).map_err(io)?;
+    file.read_exact(&mut last).map_err(io)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    file.rewind().map_err(io)?;
+    let mut reader = ExportReader::new(BufReader::new(file));
+    reader.read_header()?;
+    while !reader.read_batch()?.is_empty() {}
+    Ok(())
+}
+
 pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
-    let mut input = open_input(&args.file)?;
-    let header = read_header(&mut input)?;
-    let mut line_no = 1usize;
+    let mut input = ExportReader::new(open_input(&args.file)?);
+    let header = input.read_header()?;
     let progress = Progress::new("import", None);
     let (tally, dry) = if args.dry_run {
         // No store, no model: the file alone is checked.
         let check = LineCheck::new(&header, args.as_user.clone());
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         loop {
-            let batch = read_batch(&mut input, &mut line_no)?;
+            let batch = input.read_batch()?;
             if batch.is_empty() {
                 break;
             }
@@ -377,6 +457,7 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
         }
         (counts, true)
     } else {
+        check_not_truncated(&args.file)?;
         let ctx = Context::open().await?;
         let embedder = ctx.config.providers.build_embedder_async().await?;
         let configured = embedder.embedding_signature();
@@ -393,12 +474,24 @@ pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
             &header,
             args.as_user.clone(),
         );
+        // The last line of the last batch written: a cut found later says what is in.
+        let mut written_through = None;
         loop {
-            let batch = read_batch(&mut input, &mut line_no)?;
-            if batch.is_empty() {
+            let batch = input.read_batch().map_err(|e| match e {
+                AdminError::Truncated {
+                    line, last_good, ..
+                } => AdminError::Truncated {
+                    line,
+                    last_good,
+                    written_through,
+                },
+                other => other,
+            })?;
+            let Some(&(last, _)) = batch.last() else {
                 break;
-            }
+            };
             importer.write(&batch).await?;
+            written_through = Some(last);
             progress.inc(batch.len() as u64);
         }
         let tally = &importer.tally;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use cortex_app::config::ConfigError;
 use cortex_app::engine::EngineError;
 use cortex_core::{CortexError, EmbeddingSignature, ProviderError, StoreError};
+use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,6 +40,25 @@ pub enum AdminError {
     /// The file is not an export this build reads.
     #[error("{0}")]
     Format(String),
+    /// The file is a `cortex export --format markdown` document: for reading only.
+    #[error(
+        "this file is a markdown export (`cortex export --format markdown`), which is for \
+         reading, not for importing: export with `--format jsonl` (JSON Lines, the default) \
+         and import that file"
+    )]
+    MarkdownExport,
+    /// The file ends in the middle of a line: it was cut short (a copy or a download that
+    /// stopped, a full disk). The error names the last line read whole.
+    #[error("{}", truncated_message(*.line, .last_good, *.written_through))]
+    Truncated {
+        /// The line the file ends in.
+        line: usize,
+        /// What was read whole before it.
+        last_good: LastGood,
+        /// The last line of the file in the store (lines 2 to it, every batch before the
+        /// cut); `None` when nothing of the file was written.
+        written_through: Option<usize>,
+    },
     /// The store holds vectors of another model than the one configured.
     #[error(
         "the store holds vectors of {stored}, the configured embedder writes {configured}: set \
@@ -55,6 +75,42 @@ pub enum AdminError {
     /// A command-line value that cannot work.
     #[error("{0}")]
     Usage(String),
+}
+
+/// Where reading an export stopped being sure: the last line read whole, and the last memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LastGood {
+    /// The last line parsed whole (1 is the header; 0 when not even the header was).
+    pub line: usize,
+    /// The last memory line parsed whole: its line and its id.
+    pub memory: Option<(usize, Uuid)>,
+}
+
+fn truncated_message(line: usize, last: &LastGood, written_through: Option<usize>) -> String {
+    let mut text = format!("the file is truncated: line {line} ends in the middle of a record");
+    match last.line {
+        0 => text.push_str("; no line before it is complete"),
+        good => {
+            text.push_str(&format!("; the last good line is {good}"));
+            match last.memory {
+                Some((at, id)) => text.push_str(&format!(
+                    " (the last memory read whole is {id}, on line {at})"
+                )),
+                None => text.push_str(" (no memory line before it)"),
+            }
+        }
+    }
+    match written_through {
+        Some(through) if through >= 2 => text.push_str(&format!(
+            ". Lines 2-{through} are imported, nothing after them: export the file again (or \
+             copy all of it) and run the import again; what is already in the store is skipped"
+        )),
+        _ => text.push_str(
+            ". Nothing was imported: export the file again (or copy all of it) and run the \
+             import again",
+        ),
+    }
+    text
 }
 
 impl AdminError {

@@ -5,7 +5,7 @@ use std::io::Write;
 use cortex_core::TransferStore;
 
 use crate::admin::error::AdminError;
-use crate::admin::format::{FORMAT_NAME, FORMAT_VERSION, Header, Line};
+use crate::admin::format::{FORMAT_NAME, FORMAT_VERSION, Header, Line, MARKDOWN_TITLE};
 use crate::admin::pager::Pager;
 use crate::admin::progress::Progress;
 
@@ -14,7 +14,7 @@ use crate::admin::progress::Progress;
 pub enum ExportFormat {
     /// JSON Lines that `cortex import` reads back (docs/FORMAT.md).
     Jsonl,
-    /// A document to read; not importable.
+    /// A document to read; `cortex import` refuses it.
     Markdown,
 }
 
@@ -40,7 +40,7 @@ pub async fn export(
     match format {
         ExportFormat::Jsonl => write_json(out, &Line::Header(header)).map_err(io)?,
         ExportFormat::Markdown => {
-            writeln!(out, "# Cortex memories\n").map_err(io)?;
+            writeln!(out, "{MARKDOWN_TITLE}\n").map_err(io)?;
             writeln!(
                 out,
                 "Exported {} from a store of {}.\n",

@@ -14,6 +14,8 @@ use uuid::Uuid;
 pub const FORMAT_NAME: &str = "cortex-export";
 /// The format version this build writes; it reads this version and older.
 pub const FORMAT_VERSION: u32 = 1;
+/// The first line of a markdown export, by which `cortex import` knows one and refuses it.
+pub const MARKDOWN_TITLE: &str = "# Cortex memories";
 
 /// The first line of an export.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,7 +23,8 @@ use uuid::Uuid;
 use crate::embedding::validate_embedding;
 use crate::enrichment_store::EnrichmentStore;
 use crate::error::{CortexError, EmbeddingProblem, Result};
-use crate::hybrid::{ScoredMemory, hybrid_retrieve};
+use crate::filter::MemoryFilter;
+use crate::hybrid::{ScoredMemory, hybrid_retrieve_filtered};
 use crate::index::MemoryIndex;
 use crate::memory::{
     DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, NewMemory, validate_content,
@@ -33,7 +34,7 @@ use crate::profile::Tier;
 use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
 use crate::reranker::{RerankHit, Reranker};
 use crate::signature::EmbeddingSignature;
-use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
+use crate::store::{BuiltIndex, Generation, ListQuery, MemoryStore, SearchRequest};
 use crate::tokenizer::query_terms;
 use crate::usage::{CallKind, ProviderUsage, UsageMeter};
 use index_cache::IndexCache;
@@ -261,15 +262,52 @@ impl CortexMemory {
         tags: &[String],
         created_at: Option<DateTime<Utc>>,
     ) -> Result<Memorized> {
+        let options = MemorizeOptions {
+            created_at,
+            ..MemorizeOptions::default()
+        };
+        self.memorize_with(user, content, kind, tags, &options)
+            .await
+    }
+
+    /// [`memorize`](Self::memorize) with everything a caller may add: a past date, and a
+    /// memory this one corrects (`replaces`, an id or unique prefix). A correction is
+    /// written with its supersession in one transaction, so recall returns the new memory
+    /// and never the old one, and `history` shows the chain; the dedup and soft-update
+    /// layers stand aside for it, since the caller has said what the new memory replaces.
+    pub async fn memorize_with(
+        &self,
+        user: &str,
+        content: &str,
+        kind: MemoryKind,
+        tags: &[String],
+        options: &MemorizeOptions,
+    ) -> Result<Memorized> {
         let mut new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
-        if let Some(at) = created_at {
+        if let Some(at) = options.created_at {
             new = new.dated(at)?;
+        }
+        let replaced = match options.replaces.as_deref() {
+            Some(id) => Some(self.replaceable(user, id).await?),
+            None => None,
+        };
+        if let Some(old) = replaced {
+            let reason = options.reason.as_deref().unwrap_or(REPLACED_BY_CALLER);
+            new = new.replacing(old, reason);
         }
         let signature = self.guard_signature().await?.1;
         let vector = self
             .embed_one(content, EmbedTask::Document, &signature)
             .await?;
-        let layers = self.config.layers;
+        // A correction is the caller's decision: no layer second-guesses it.
+        let layers = match replaced {
+            Some(_) => Layers {
+                dedup: false,
+                soft_update: false,
+                ..self.config.layers
+            },
+            None => self.config.layers,
+        };
         let neighbours = if layers.dedup || layers.soft_update {
             self.neighbours(user, &vector, signature.dimension).await?
         } else {
@@ -290,11 +328,14 @@ impl CortexMemory {
         let _ = self.stored_signature.set(signature);
         let memory = added.memory.clone();
         self.update_cached(user, added.generation, move |index| {
+            if let Some(old) = replaced {
+                index.remove(&old);
+            }
             index.insert(added.memory, &vector).is_ok()
         })
         .await;
 
-        let mut superseded = Vec::new();
+        let mut superseded: Vec<MemoryId> = replaced.into_iter().collect();
         if layers.soft_update {
             let band: Vec<Memory> = neighbours
                 .into_iter()
@@ -306,7 +347,7 @@ impl CortexMemory {
                 .collect();
             if !band.is_empty() {
                 match self.soft_update(&memory, &band).await {
-                    Ok(stale) => superseded = stale,
+                    Ok(stale) => superseded.extend(stale),
                     Err(e) => self.enrichment_failed("soft update", &memory, &e),
                 }
             }
@@ -350,9 +391,25 @@ impl CortexMemory {
 
     /// The `top_k` live memories most relevant to `query`, best first.
     pub async fn recall(&self, user: &str, query: &str, top_k: usize) -> Result<Vec<ScoredMemory>> {
+        self.recall_filtered(user, query, top_k, &MemoryFilter::default())
+            .await
+    }
+
+    /// [`recall`](Self::recall) among only the live memories that pass `filter`: fewer
+    /// than `top_k` when fewer pass. A memory that passes ranks among the others that pass
+    /// with the score it would have unfiltered before its neighbours' share
+    /// (docs/RETRIEVAL.md).
+    pub async fn recall_filtered(
+        &self,
+        user: &str,
+        query: &str,
+        top_k: usize,
+        filter: &MemoryFilter,
+    ) -> Result<Vec<ScoredMemory>> {
         validate_user(user)?;
         validate_content("query", query, self.config.max_query_bytes)?;
         check_limit("top_k", top_k)?;
+        let filter = filter.clone().validated()?;
         let (stored, signature) = self.guard_signature().await?;
         let embedding = self.embed_one(query, EmbedTask::Query, &signature).await?;
         if stored.is_none() {
@@ -371,12 +428,13 @@ impl CortexMemory {
                 terms,
                 embedding,
                 top_k: depth,
+                filter,
             };
             self.store.search(user, &request).await?
         } else {
             let built = self.current_index(user, signature.dimension).await?;
             built.as_ref().map_or_else(Vec::new, |b| {
-                hybrid_retrieve(&b.index, &embedding, &terms, depth)
+                hybrid_retrieve_filtered(&b.index, &embedding, &terms, depth, &filter)
             })
         };
         Ok(match &self.reranker {
@@ -445,9 +503,43 @@ impl CortexMemory {
 
     /// Live memories, newest first.
     pub async fn list_memories(&self, user: &str, limit: usize) -> Result<Vec<Memory>> {
+        Ok(self
+            .list_page(user, &MemoryFilter::default(), limit, None)
+            .await?
+            .memories)
+    }
+
+    /// One page of the live memories that pass `filter`, newest first, starting after
+    /// `cursor` (a previous page's [`Page::next_cursor`]). Pages are keyed by insertion
+    /// order: every memory is on exactly one page of a walk, and memories written during
+    /// the walk never shift the pages still to come.
+    pub async fn list_page(
+        &self,
+        user: &str,
+        filter: &MemoryFilter,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page> {
         validate_user(user)?;
         check_limit("limit", limit)?;
-        Ok(self.store.list(user, limit).await?)
+        let filter = filter.clone().validated()?;
+        let before_seq = cursor.map(decode_cursor).transpose()?;
+        let query = ListQuery {
+            filter,
+            // One more than asked tells whether another page follows.
+            limit: limit + 1,
+            before_seq,
+        };
+        let mut memories = self.store.list(user, &query).await?;
+        let more = memories.len() > limit;
+        memories.truncate(limit);
+        let next_cursor = more
+            .then(|| memories.last().map(|m| encode_cursor(m.seq)))
+            .flatten();
+        Ok(Page {
+            memories,
+            next_cursor,
+        })
     }
 
     /// Number of live memories.
@@ -507,6 +599,105 @@ impl CortexMemory {
                 count: many.len(),
             }),
         }
+    }
+
+    /// Changes a live memory's kind or tags. Recorded as a correction: a memory with the
+    /// same content, date and vector-bearing text, the new kind and tags, replaces the old
+    /// one in one transaction (one embed call), so `history` shows what changed and when
+    /// (reason `retagged: ...`). The memory's id therefore changes; the result holds the
+    /// new one. A change that changes nothing is refused.
+    pub async fn retag(&self, user: &str, id_or_prefix: &str, change: &Retag) -> Result<Memorized> {
+        validate_user(user)?;
+        let id = self.replaceable(user, id_or_prefix).await?;
+        let old = self
+            .store
+            .get(user, &id)
+            .await?
+            .ok_or_else(|| CortexError::NotFound {
+                id: id_or_prefix.trim().to_owned(),
+            })?;
+        let add = crate::memory::normalize_tags(&change.add)?;
+        let remove = crate::memory::normalize_tags(&change.remove)?;
+        let mut tags: Vec<String> = old
+            .tags
+            .iter()
+            .filter(|t| !remove.contains(t))
+            .cloned()
+            .collect();
+        for tag in add {
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+        let kind = change.kind.unwrap_or(old.kind);
+        if kind == old.kind && tags == old.tags {
+            return Err(CortexError::invalid(
+                "tags",
+                "the change leaves the kind and the tags as they are",
+            ));
+        }
+        let mut what = Vec::new();
+        if kind != old.kind {
+            what.push(format!("kind {} -> {kind}", old.kind));
+        }
+        let added: Vec<&str> = tags
+            .iter()
+            .filter(|t| !old.tags.contains(t))
+            .map(String::as_str)
+            .collect();
+        let removed: Vec<&str> = old
+            .tags
+            .iter()
+            .filter(|t| !tags.contains(t))
+            .map(String::as_str)
+            .collect();
+        if !added.is_empty() {
+            what.push(format!("tags +{}", added.join(" +")));
+        }
+        if !removed.is_empty() {
+            what.push(format!("tags -{}", removed.join(" -")));
+        }
+        let options = MemorizeOptions {
+            created_at: Some(old.created_at),
+            replaces: Some(id.to_string()),
+            reason: Some(format!("retagged: {}", what.join("; "))),
+        };
+        self.memorize_with(user, &old.content, kind, &tags, &options)
+            .await
+    }
+
+    /// The live memory a correction names: it must exist and not be superseded already
+    /// (correct the memory that replaced it instead).
+    async fn replaceable(&self, user: &str, id_or_prefix: &str) -> Result<MemoryId> {
+        let id = self
+            .resolve(user, id_or_prefix)
+            .await
+            .map_err(|e| match e {
+                CortexError::InvalidInput { reason, .. } => {
+                    CortexError::invalid("replaces", reason)
+                }
+                other => other,
+            })?;
+        if self.store.get(user, &id).await?.is_none() {
+            return Err(CortexError::NotFound {
+                id: id_or_prefix.trim().to_owned(),
+            });
+        }
+        let newer: Vec<MemoryId> = self
+            .store
+            .supersessions(user, &id)
+            .await?
+            .into_iter()
+            .filter(|s| s.old_id == id)
+            .map(|s| s.new_id)
+            .collect();
+        if let Some(newer) = newer.first() {
+            return Err(CortexError::invalid(
+                "replaces",
+                format!("memory {id} was already replaced by {newer}; replace that one instead"),
+            ));
+        }
+        Ok(id)
     }
 
     /// The store's signature (if any) and the provider's, refusing a mismatch. Runs before
@@ -619,6 +810,59 @@ impl CortexMemory {
             self.indexes.resized(user, 0);
         }
     }
+}
+
+/// The supersession reason a caller's correction records (`history` shows it).
+pub const REPLACED_BY_CALLER: &str = "replaced by the caller";
+
+/// What [`CortexMemory::memorize_with`] may add to a memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemorizeOptions {
+    /// When it became true, if not now (not in the future).
+    pub created_at: Option<DateTime<Utc>>,
+    /// The memory this one corrects: a full id or a unique prefix of a live memory.
+    pub replaces: Option<String>,
+    /// The supersession's reason for `history` (default [`REPLACED_BY_CALLER`]).
+    pub reason: Option<String>,
+}
+
+/// A change of a memory's kind or tags (see [`CortexMemory::retag`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retag {
+    /// The new kind; `None` keeps it.
+    pub kind: Option<MemoryKind>,
+    /// Tags to add (normalised as memorize normalises them).
+    pub add: Vec<String>,
+    /// Tags to remove.
+    pub remove: Vec<String>,
+}
+
+/// One page of [`CortexMemory::list_page`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub memories: Vec<Memory>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Cursors are opaque to callers; the version prefix lets their form change later.
+const CURSOR_PREFIX: &str = "c1.";
+
+fn encode_cursor(seq: i64) -> String {
+    format!("{CURSOR_PREFIX}{seq:x}")
+}
+
+fn decode_cursor(cursor: &str) -> Result<i64> {
+    cursor
+        .trim()
+        .strip_prefix(CURSOR_PREFIX)
+        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| {
+            CortexError::invalid(
+                "cursor",
+                format!("{cursor:?} is not a cursor a list returned; pass next_cursor as given"),
+            )
+        })
 }
 
 /// A reranker answer is usable when every index is in range and none repeats.

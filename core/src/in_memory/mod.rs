@@ -11,7 +11,7 @@ use crate::memory::{Memory, MemoryId, NewMemory};
 use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
 use crate::store::{
-    Added, BuiltIndex, Capabilities, Deleted, Generation, MemoryStore, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, Generation, ListQuery, MemoryStore, StoreResult,
 };
 
 mod enrichment;
@@ -110,11 +110,20 @@ impl State {
             Some(_) => {}
             None => self.signature = Some(signature.clone()),
         }
+        if let Some(data) = self.users.get(&memory.user_id) {
+            for s in &memory.supersedes {
+                data.require_memory(&s.old_id)?;
+            }
+        } else if let Some(s) = memory.supersedes.first() {
+            return Err(StoreError::MissingReference(format!("memory {}", s.old_id)));
+        }
         self.last_seq += 1;
         let seq = self.last_seq;
+        let supersedes = memory.supersedes.clone();
         let stored = memory.clone().into_memory(seq);
         let data = self.users.entry(memory.user_id.clone()).or_default();
         data.seq_of.insert(stored.id, seq);
+        data.supersessions.extend(supersedes);
         data.memories
             .insert(seq, (stored.clone(), embedding.to_vec()));
         let generation = data.bump();
@@ -217,9 +226,14 @@ impl MemoryStore for InMemoryStore {
         }))
     }
 
-    async fn list(&self, user: &str, limit: usize) -> StoreResult<Vec<Memory>> {
+    async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
         Ok(self.with_user(user, |d| {
-            d.live().rev().take(limit).map(|(m, _)| m.clone()).collect()
+            d.live()
+                .rev()
+                .filter(|(m, _)| query.admits(m))
+                .take(query.limit)
+                .map(|(m, _)| m.clone())
+                .collect()
         }))
     }
 

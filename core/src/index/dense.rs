@@ -56,6 +56,21 @@ impl DenseMatrix {
     }
 }
 
+impl DenseMatrix {
+    /// Dot product of `query` with each of `rows` (ascending row numbers), as `scores`
+    /// computes it for those rows.
+    pub(crate) fn scores_of_rows<'a>(
+        &'a self,
+        query: &[f32],
+        rows: &'a [usize],
+    ) -> impl Iterator<Item = (usize, f32)> + 'a {
+        let query: Vec<f64> = query.iter().map(|x| f64::from(*x)).collect();
+        let d = self.dimension;
+        rows.iter()
+            .map(move |&row| (row, dot(&self.data[row * d..(row + 1) * d], &query)))
+    }
+}
+
 /// Dot product accumulated in f64 over eight independent lanes (so the compiler keeps
 /// them in SIMD registers), rounded to f32 at the end. Each f32 x f32 product is exact in
 /// f64, so the result is the correctly rounded dot product up to f64 summation error,

@@ -11,6 +11,7 @@ pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
 
 use crate::embedding::{normalized, validate_embedding};
 use crate::error::EmbeddingProblem;
+use crate::filter::MemoryFilter;
 use crate::memory::{Memory, MemoryId};
 use dense::DenseMatrix;
 use lexical::LexicalIndex;
@@ -141,6 +142,54 @@ impl MemoryIndex {
                 row,
                 score: f64::from(s),
             })
+            .collect();
+        self.top(hits, pool)
+    }
+
+    /// [`dense_search`](Self::dense_search) over only the rows whose memory passes
+    /// `filter`: the others are not scored at all, so a selective filter is cheaper than
+    /// none.
+    pub fn dense_search_filtered(
+        &self,
+        query: &[f32],
+        pool: usize,
+        filter: &MemoryFilter,
+    ) -> Vec<Hit> {
+        if filter.is_empty() {
+            return self.dense_search(query, pool);
+        }
+        let rows: Vec<usize> = (0..self.memories.len())
+            .filter(|&row| filter.matches(&self.memories[row]))
+            .collect();
+        let unit = normalized(query);
+        let hits = self
+            .dense
+            .scores_of_rows(&unit, &rows)
+            .map(|(row, s)| Hit {
+                row,
+                score: f64::from(s),
+            })
+            .collect();
+        self.top(hits, pool)
+    }
+
+    /// [`lexical_search`](Self::lexical_search) over only the rows whose memory passes
+    /// `filter`; their scores are the unfiltered ones (statistics over every row).
+    pub fn lexical_search_filtered(
+        &self,
+        terms: &[String],
+        pool: usize,
+        filter: &MemoryFilter,
+    ) -> Vec<Hit> {
+        if filter.is_empty() {
+            return self.lexical_search(terms, pool);
+        }
+        let hits = self
+            .lexical
+            .scores(terms)
+            .into_iter()
+            .filter(|&(row, _)| filter.matches(&self.memories[row]))
+            .map(|(row, score)| Hit { row, score })
             .collect();
         self.top(hits, pool)
     }

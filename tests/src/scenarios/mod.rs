@@ -1,6 +1,8 @@
 //! The scenarios, one async function each, grouped by concern.
 
+mod corrections;
 mod enrichment;
+mod filters;
 mod forget;
 mod keys;
 mod layers;
@@ -10,7 +12,9 @@ mod retrieval;
 mod transfer;
 mod validation;
 
+pub use corrections::*;
 pub use enrichment::*;
+pub use filters::*;
 pub use forget::*;
 pub use keys::*;
 pub use layers::*;

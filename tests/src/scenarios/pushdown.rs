@@ -45,6 +45,7 @@ async fn assert_search_is_exact(
         terms: terms.clone(),
         embedding: embedding.clone(),
         top_k,
+        filter: Default::default(),
     };
     let pushed = store.search(user, &request).await.unwrap_or_else(|e| {
         panic!(

@@ -68,6 +68,7 @@ async fn write_all(
             kind: m.memory.kind,
             tags: m.memory.tags.clone(),
             created_at: m.memory.created_at,
+            supersedes: Vec::new(),
         };
         out.push(
             store
@@ -542,6 +543,7 @@ pub async fn transfer_refuses_ids_of_another_user(factory: &dyn StoreFactory) {
         kind: MemoryKind::Note,
         tags: vec![],
         created_at: m[0].created_at,
+        supersedes: Vec::new(),
     };
     let embedding = vec![0.5; DIM];
     let refused = store.import_memory(&taken, &embedding, &signature).await;

@@ -151,4 +151,5 @@ pub(crate) enum As {
     T,
     W,
     X,
+    Z,
 }

@@ -16,17 +16,45 @@
 //! full-precision distance, ties by insertion, without the exact re-scoring. That
 //! re-scoring was half of a dense search at 100k memories and only reorders memories whose
 //! distances agree to float rounding, far finer than the index's own error.
+//!
+//! **Filters.** Exact mode adds the filter's conditions to its scan and is exact as ever.
+//! An HNSW search walks one graph of every user's live memories and keeps the candidates
+//! that pass its conditions (the user's, and the filter's); without more, a selective
+//! filter leaves fewer candidates than the pool, or none, however many memories pass. So
+//! a filtered search in HNSW mode (or `auto` past the threshold) is planned twice over:
+//!
+//! - HNSW searches always run with `hnsw.iterative_scan = strict_order` (pgvector 0.8 and
+//!   later; see `super::transaction`): the index scan goes on past `ef_search` until the
+//!   LIMIT's worth of rows pass, up to `hnsw.max_scan_tuples`, in distance order;
+//! - and a filter that few memories pass is searched exactly instead ([`passing_count`]):
+//!   the user's live memories that pass are counted, the count stopping at
+//!   `hnsw_threshold` (the live count from which `auto` uses HNSW, 20,000 by default), and
+//!   fewer than that are searched exactly, as `auto` searches a user with that few
+//!   memories: at that size an exact scan stays within tens of milliseconds, and it is
+//!   exact where the graph walk would have to pass over many memories that fail the
+//!   filter for each one that passes (at most `max_scan_tuples` visited, 20,000 by
+//!   default, across every user). A filter that at least the threshold pass keeps the
+//!   index, with the iterative scan. The count is one extra statement before the search,
+//!   reading at most `hnsw_threshold` rows of the user's (through `(user_id, seq)`; no
+//!   index covers the filter's columns, so a selective filter reads all of the user's
+//!   live memories to count, and the exact search reads them again, warm). A threshold of
+//!   0 turns the fallback off. Without the iterative scan (pgvector before 0.8) every
+//!   filtered search is exact: the index alone returns at most `ef_search` rows before the
+//!   filter.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cortex_core::StoreError;
+use cortex_core::{MemoryFilter, StoreError};
 use deadpool_postgres::Object;
+use sea_query::{Expr, ExprTrait, IdenStatic, Query};
 use tokio_postgres::error::SqlState;
 
+use super::aliases::As;
+use crate::filter::and_filter;
 use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
-use crate::sql::get;
+use crate::sql::{Built, build, get};
 use crate::tables::Memories;
 
 /// pgvector's HNSW limit for `halfvec`, the type the index is built over.
@@ -192,6 +220,23 @@ pub(crate) async fn ensure_hnsw_index(
     }
     done.store(true, Ordering::Release);
     Ok(())
+}
+
+/// `count(*)` of the `user`'s live memories that pass `filter`, stopping at `limit` (see
+/// the module docs): reads at most `limit` of them.
+pub(crate) fn passing_count(names: &Names, user: &str, filter: &MemoryFilter, limit: u64) -> Built {
+    let mut passing = Query::select();
+    passing
+        .expr(Expr::cust("1"))
+        .from_as(names.table(Memories::Table), As::M)
+        .and_where(Expr::col((As::M, Memories::UserId)).eq(user))
+        .and_where(Expr::cust("NOT m.superseded"));
+    and_filter(&mut passing, As::M.as_str(), filter).limit(limit);
+    build(
+        Query::select()
+            .expr(Expr::cust("count(*)"))
+            .from_subquery(passing.to_owned(), As::Z),
+    )
 }
 
 #[cfg(test)]

@@ -1,10 +1,16 @@
 //! The dense side: exact candidates (every live memory's distance, near-ties re-ordered
 //! by the core's own cosine) or HNSW candidates (approximate by configuration), ranked.
+//!
+//! A filter is one more set of conditions on the memories read (see `crate::filter`):
+//! exact mode ranks the memories that pass as the core's `dense_search_filtered` does
+//! (the pool-th distance, the margin and the runs all among them); HNSW mode asks the
+//! index for its candidates among them, which pgvector's iterative scan keeps walking the
+//! graph for (see `super::dense_plan` for when a filtered search is exact instead).
 
-use cortex_core::StoreError;
 use cortex_core::hybrid::candidate_pool;
+use cortex_core::{MemoryFilter, StoreError};
 use pgvector::Vector;
-use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
+use sea_query::{Expr, ExprTrait, IdenStatic, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
 use super::Ranked;
@@ -14,6 +20,7 @@ use super::dense_plan::{
     DensePlan, candidate_margin, hnsw_candidates, indexed_expression, query_expression,
 };
 use super::sql_count;
+use crate::filter::and_filter;
 use crate::names::Names;
 use crate::sql::{Built, build};
 use crate::tables::Memories;
@@ -29,9 +36,10 @@ pub(crate) fn dense(
     user: &str,
     unit_query: &[f32],
     top_k: usize,
+    filter: &MemoryFilter,
 ) -> Built {
     let mut ctes = Ctes::new();
-    let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k);
+    let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter);
     let mut select = Query::select();
     select
         .expr_as(
@@ -52,7 +60,8 @@ pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
     Ranked::decode(row)
 }
 
-/// The `dense` CTE (seq, rnk): the best `pool` dense candidates, ranked.
+/// The `dense` CTE (seq, rnk): the best `pool` dense candidates among the memories that
+/// pass `filter`, ranked.
 pub(super) fn dense_ranks(
     ctes: &mut Ctes,
     names: &Names,
@@ -60,13 +69,27 @@ pub(super) fn dense_ranks(
     user: &str,
     unit_query: &[f32],
     top_k: usize,
+    filter: &MemoryFilter,
 ) -> Cte {
     let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
+    let live = Live {
+        names,
+        user,
+        filter,
+    };
     match plan {
-        DensePlan::Exact => exact_dense(ctes, names, user, &query, pool),
-        DensePlan::Hnsw { dimension } => hnsw_dense(ctes, names, user, &query, dimension, pool),
+        DensePlan::Exact => exact_dense(ctes, live, &query, pool),
+        DensePlan::Hnsw { dimension } => hnsw_dense(ctes, live, &query, dimension, pool),
     }
+}
+
+/// The memories a dense side reads: the user's live ones that pass the filter.
+#[derive(Clone, Copy)]
+struct Live<'a> {
+    names: &'a Names,
+    user: &'a str,
+    filter: &'a MemoryFilter,
 }
 
 /// HNSW candidates, approximate by configuration: ranked by pgvector's own distance, ties
@@ -75,8 +98,7 @@ pub(super) fn dense_ranks(
 /// float rounding, far finer than the index's own error.
 fn hnsw_dense(
     ctes: &mut Ctes,
-    names: &Names,
-    user: &str,
+    live: Live<'_>,
     query: &Vector,
     dimension: usize,
     pool: usize,
@@ -90,7 +112,7 @@ fn hnsw_dense(
     );
     let candidates = ctes.add(
         CteName::DCand,
-        live_distances(names, user, query)
+        live_distances(live, query)
             .order_by_expr(Expr::cust_with_values(order, [query.clone()]), Order::Asc)
             .limit(sql_count(hnsw_candidates(pool)))
             .to_owned(),
@@ -121,10 +143,10 @@ fn hnsw_dense(
 /// candidates within [`candidate_margin`] of the pool-th, and each run of near-equal
 /// distances re-ordered by the core's own cosine (`cortex_unit_dot`, once per distinct
 /// embedding, see [`super::tie_break`]).
-fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool: usize) -> Cte {
+fn exact_dense(ctes: &mut Ctes, live: Live<'_>, query: &Vector, pool: usize) -> Cte {
     let margin = candidate_margin(query.as_slice().len());
     // Every live memory's distance, once (materialised: read twice below).
-    let all = ctes.add(CteName::DAll, live_distances(names, user, query));
+    let all = ctes.add(CteName::DAll, live_distances(live, query));
     // The pool-th smallest distance (none when the user has fewer memories).
     let cut = ctes.add(
         CteName::DCut,
@@ -155,19 +177,21 @@ fn exact_dense(ctes: &mut Ctes, names: &Names, user: &str, query: &Vector, pool:
     // pgvector's order is the core's; within a run of more than one, only the core's own
     // arithmetic can order them (with real-valued embeddings that is almost never; with
     // tied vectors it is every tie).
-    super::tie_break::ranked(ctes, names, candidates, query, margin, sql_count(pool))
+    super::tie_break::ranked(ctes, live.names, candidates, query, margin, sql_count(pool))
 }
 
-/// Every live memory of the user with its pgvector distance to `query`.
-fn live_distances(names: &Names, user: &str, query: &Vector) -> SelectStatement {
-    Query::select()
+/// Every live memory of the user that passes the filter, with its pgvector distance to
+/// `query`.
+fn live_distances(live: Live<'_>, query: &Vector) -> SelectStatement {
+    let mut select = Query::select();
+    select
         .column((As::M, Memories::Seq))
         .expr_as(
             Expr::cust_with_values("m.embedding <=> $1::vector", [query.clone()]),
             Col::Dist,
         )
-        .from_as(names.table(Memories::Table), As::M)
-        .and_where(Expr::col((As::M, Memories::UserId)).eq(user))
-        .and_where(Expr::cust("NOT m.superseded"))
-        .to_owned()
+        .from_as(live.names.table(Memories::Table), As::M)
+        .and_where(Expr::col((As::M, Memories::UserId)).eq(live.user))
+        .and_where(Expr::cust("NOT m.superseded"));
+    and_filter(&mut select, As::M.as_str(), live.filter).to_owned()
 }

@@ -1,10 +1,16 @@
 //! Fusion (`cortex_core::fusion`): the two sides' ranks, weighted per query and the BM25
 //! side's by each memory's share, each candidate smoothed by its neighbours' fused scores,
 //! and the best `top_k` memories read.
+//!
+//! A filter reaches the fusion only through the two sides: their ranks (and so the
+//! weights: dense's first two cosines, BM25's first share) are among the memories that
+//! pass. The neighbours are still the user's live memories just before and after by
+//! sequence, whether or not they pass; one that fails the filter is no fused row and
+//! counts zero, as in `hybrid_retrieve_filtered`.
 
 use cortex_core::fusion::{EPSILON, LEXICAL_CONFIDENCE, MIN_WEIGHT};
 use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory};
-use cortex_core::{Memory, StoreError};
+use cortex_core::{Memory, MemoryFilter, StoreError};
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
@@ -23,11 +29,13 @@ use crate::tables::{Memories, Users};
 /// Where the fused statement's dense ranks come from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum DenseSide<'a> {
-    /// Searched by the fused statement itself. `unit_query` is the query embedding scaled
-    /// to unit length by the core (`normalized`).
+    /// Searched by the fused statement itself, among the memories that pass `filter`.
+    /// `unit_query` is the query embedding scaled to unit length by the core
+    /// (`normalized`).
     Inline {
         plan: DensePlan,
         unit_query: &'a [f32],
+        filter: &'a MemoryFilter,
     },
     /// Already ranked by the [`dense`](super::dense) statement in the same snapshot.
     Ranked(&'a Ranked),
@@ -63,9 +71,11 @@ pub(crate) fn fused(
 ) -> Built {
     let mut ctes = Ctes::new();
     let dense = match dense {
-        DenseSide::Inline { plan, unit_query } => {
-            dense_ranks(&mut ctes, names, plan, user, unit_query, top_k)
-        }
+        DenseSide::Inline {
+            plan,
+            unit_query,
+            filter,
+        } => dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter),
         DenseSide::Ranked(ranked) => ctes.add(CteName::Dense, unnested(ranked)),
     };
     // The BM25 side's ranks and shares.

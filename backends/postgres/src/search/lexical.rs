@@ -1,10 +1,10 @@
 //! The BM25 side's statement: which path a query takes (impact-ordered, rarest-first or
 //! MaxScore, or the grouped scan of a long query) and its one result row.
 
-use cortex_core::StoreError;
 use cortex_core::fusion::{lexical_bound, lexical_share};
 use cortex_core::hybrid::candidate_pool;
 use cortex_core::index::bm25_idf;
+use cortex_core::{MemoryFilter, StoreError};
 use sea_query::{Expr, Query};
 use tokio_postgres::Row;
 
@@ -16,7 +16,7 @@ use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::lexical_query::{LexicalQuery, Scored};
 use super::maxscore::maxscore;
 use super::rarest_first::two_terms;
-use super::scores::{grouped_scores, ranked};
+use super::scores::{filtered_scores, grouped_scores, ranked};
 use super::statistics::term_statistics;
 use crate::names::Names;
 use crate::sql::{Built, build, get_named};
@@ -59,12 +59,24 @@ fn shape_width(terms: usize) -> usize {
 /// side (docs/BENCHMARKS.md). Its shape does not hinge on estimates: every term's postings
 /// are read through the index by laterals, correlated lookups or full joins of one term's
 /// list with another's.
+///
+/// With a non-empty `filter` only the memories that pass are candidates, and the path is
+/// [`LexicalPath::Full`]: every posting of every query term, joined to its memory row
+/// where the filter's conditions hold, scored and summed as the long query's scan sums
+/// them ([`filtered_scores`]). The pruned paths are not taken: their floors and gates
+/// are pool-th best scores over every memory, which a filter can leave with fewer than a
+/// pool (or none) of them among the memories that pass. The statistics the scores and
+/// the bound are computed from (`stats`, `l_idf`, the live count and the dfs) are read
+/// as without a filter: every live memory's, so a memory that passes scores what it
+/// scores unfiltered. The empty filter builds exactly the statement it built before
+/// filters existed.
 pub(crate) fn lexical(
     names: &Names,
     user: &str,
     terms: &[String],
     top_k: usize,
     pruning: Pruning,
+    filter: &MemoryFilter,
 ) -> Option<Built> {
     if terms.is_empty() {
         return None;
@@ -83,6 +95,14 @@ pub(crate) fn lexical(
     };
     let none = || Expr::cust("0::int8");
     let scored = match terms {
+        _ if !filter.is_empty() => {
+            let passing = filtered_scores(names, user, statistics.terms, query.width, filter);
+            Scored {
+                scored: ctes.add(CteName::LScored, passing),
+                path: Expr::cust(LexicalPath::Full.code().to_string()),
+                rarest: None,
+            }
+        }
         [term] => {
             let candidates = impact_ordered(&mut ctes, names, user, statistics, term, query.pool);
             Scored {

@@ -31,6 +31,16 @@
 //!   memories' fused scores (by sequence; 0 when not fused), ordered by score then
 //!   sequence, the best `top_k`.
 //!
+//! A filter (`SearchRequest::filter`, see `crate::filter`) restricts the candidates of
+//! both sides and nothing else, as `hybrid_retrieve_filtered` does: the dense side reads
+//! only the memories that pass (exact: ranked among them, the tie-break as ever; HNSW: the
+//! index's iterative scan, or the exact plan when few pass, see [`dense_plan`]); the BM25
+//! side scores every posting of the query terms whose memory passes (path `Full`: the
+//! pruned paths' floors assume every memory is a candidate), with the statistics, dfs
+//! and bound of every live memory, planned for the filter's values; the weights come from
+//! the filtered lists and the neighbours are every live memory's. The empty filter builds
+//! the statements it built before filters existed, text for text.
+//!
 //! Module map: [`aliases`] (the names of CTEs, computed columns and table aliases),
 //! [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
 //! [`statistics`] (terms, statistics, bounds), [`scores`] (per-term scores and their

@@ -2,14 +2,16 @@
 //! core adds a memory's term scores in the query terms' order starting from zero, and
 //! float addition is not associative, so the SQL adds in that order too.
 
-use sea_query::{Expr, IdenStatic, JoinType, Order, Query, SelectStatement};
+use cortex_core::MemoryFilter;
+use sea_query::{Expr, ExprTrait, IdenStatic, JoinType, Order, Query, SelectStatement};
 
 use super::aliases::{As, Col, CteName};
 use super::bm25;
 use super::cte::Cte;
 use super::sql_count;
+use crate::filter::and_filter;
 use crate::names::Names;
-use crate::tables::Postings;
+use crate::tables::{Memories, Postings};
 
 /// Above this many query terms the per-memory sum is an ordered aggregate instead of one
 /// column per term (whose expression grows with the terms).
@@ -126,6 +128,34 @@ pub(super) fn grouped_scores(
         .column(Col::Seq)
         .expr_as(Expr::cust(summed_in_order(terms)), Col::Score)
         .from_subquery(term_scores(names, user, source, As::I), As::X)
+        .group_by_col(Col::Seq)
+        .to_owned()
+}
+
+/// `(seq, score)`: every memory that passes `filter` and holds a term of `source`, scored
+/// in full as [`grouped_scores`] scores it (its postings joined to its memory row, where
+/// the filter's conditions are read). The scores are the unfiltered ones: the idfs and
+/// the statistics they are computed from are every live memory's. `terms` may exceed the
+/// query's own count (a shape width): the terms past it have no postings and add zero.
+pub(super) fn filtered_scores(
+    names: &Names,
+    user: &str,
+    source: Cte,
+    terms: usize,
+    filter: &MemoryFilter,
+) -> SelectStatement {
+    let mut postings = term_scores(names, user, source, As::I);
+    postings.join_as(
+        JoinType::InnerJoin,
+        names.table(Memories::Table),
+        As::M,
+        Expr::col((As::M, Memories::Seq)).equals((As::P, Postings::Seq)),
+    );
+    and_filter(&mut postings, As::M.as_str(), filter);
+    Query::select()
+        .column(Col::Seq)
+        .expr_as(Expr::cust(summed_in_order(terms)), Col::Score)
+        .from_subquery(postings, As::X)
         .group_by_col(Col::Seq)
         .to_owned()
 }

@@ -4,6 +4,9 @@
 
 use std::collections::BTreeSet;
 
+use chrono::{DateTime, Utc};
+use cortex_core::{MemoryFilter, MemoryKind};
+
 use super::dense_plan::DensePlan;
 use crate::names::Names;
 use crate::search::lexical::MAX_PRUNED_TERMS;
@@ -24,8 +27,39 @@ fn terms(k: usize) -> Vec<String> {
     (1..=k).map(|i| format!("t{i}")).collect()
 }
 
+const NO_FILTER: MemoryFilter = MemoryFilter {
+    kinds: Vec::new(),
+    tags: Vec::new(),
+    tags_all: Vec::new(),
+    created: cortex_core::records::TimeRange {
+        since: None,
+        until: None,
+    },
+};
+
+/// A filter with every part set.
+fn every_part() -> MemoryFilter {
+    let at = |s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+            .with_timezone(&Utc)
+    };
+    MemoryFilter::new(
+        &[MemoryKind::Fact, MemoryKind::Decision],
+        &["ops".to_owned(), "billing".to_owned()],
+        &["q3".to_owned()],
+        Some(at("2026-11-01T00:00:00Z")),
+        Some(at("2026-12-01T00:00:00Z")),
+    )
+    .unwrap_or_else(|e| panic!("filter: {e}"))
+}
+
 fn lexical_sql(k: usize, top_k: usize, pruning: Pruning) -> String {
-    match search::lexical(&names(), USER, &terms(k), top_k, pruning) {
+    lexical_sql_filtered(k, top_k, pruning, &NO_FILTER)
+}
+
+fn lexical_sql_filtered(k: usize, top_k: usize, pruning: Pruning, filter: &MemoryFilter) -> String {
+    match search::lexical(&names(), USER, &terms(k), top_k, pruning, filter) {
         Some(built) => built.0,
         None => String::new(),
     }
@@ -99,14 +133,94 @@ fn long_query_scores_every_posting() {
 
 #[test]
 fn exact_dense() {
-    let built = search::dense(&names(), DensePlan::Exact, USER, &UNIT, 5);
+    let built = search::dense(&names(), DensePlan::Exact, USER, &UNIT, 5, &NO_FILTER);
     snapshot!("dense_exact", built.0);
 }
 
 #[test]
 fn hnsw_dense() {
-    let built = search::dense(&names(), DensePlan::Hnsw { dimension: 3 }, USER, &UNIT, 5);
+    let built = search::dense(
+        &names(),
+        DensePlan::Hnsw { dimension: 3 },
+        USER,
+        &UNIT,
+        5,
+        &NO_FILTER,
+    );
     snapshot!("dense_hnsw", built.0);
+}
+
+#[test]
+fn filtered_lexical_scores_every_passing_posting() {
+    let filter = every_part();
+    // Every term count takes the one filtered path, whatever the pruning.
+    let one = lexical_sql_filtered(1, 5, PRUNING, &filter);
+    assert!(!one.contains("i_seed"), "{one}");
+    for k in [2, 3, MAX_PRUNED_TERMS + 1] {
+        let sql = lexical_sql_filtered(k, 5, PRUNING, &filter);
+        assert!(!sql.contains("r_gate") && !sql.contains("c_part"), "{sql}");
+    }
+    snapshot!(
+        "lexical_filtered",
+        lexical_sql_filtered(3, 5, PRUNING, &filter)
+    );
+}
+
+#[test]
+fn filtered_exact_dense() {
+    let built = search::dense(&names(), DensePlan::Exact, USER, &UNIT, 5, &every_part());
+    snapshot!("dense_exact_filtered", built.0);
+}
+
+#[test]
+fn filtered_hnsw_dense() {
+    let built = search::dense(
+        &names(),
+        DensePlan::Hnsw { dimension: 3 },
+        USER,
+        &UNIT,
+        5,
+        &every_part(),
+    );
+    snapshot!("dense_hnsw_filtered", built.0);
+}
+
+#[test]
+fn the_filter_count_stops_at_its_limit() {
+    let kinds = MemoryFilter {
+        kinds: vec![MemoryKind::Event],
+        ..MemoryFilter::default()
+    };
+    let built = super::dense_plan::passing_count(&names(), USER, &kinds, 20_000);
+    assert_eq!(
+        built.0,
+        "SELECT count(*) FROM (SELECT 1 FROM \"cortex\".\"memories\" AS \"m\" WHERE \"m\".\"user_id\" = $1 \
+         AND (NOT m.superseded) AND (m.kind = ANY($2::text[])) LIMIT $3) AS \"z\""
+    );
+}
+
+/// Each part of a filter is one condition with its value bound, never spliced.
+#[test]
+fn every_part_of_a_filter_is_bound() {
+    let filter = every_part();
+    let built = search::dense(&names(), DensePlan::Exact, USER, &UNIT, 5, &filter);
+    for fragment in [
+        "m.kind = ANY(",
+        "m.tags && ",
+        "m.tags @> ",
+        "\"m\".\"created_at\" >= $",
+        "\"m\".\"created_at\" < $",
+    ] {
+        assert_eq!(
+            built.0.matches(fragment).count(),
+            1,
+            "{fragment}: {}",
+            built.0
+        );
+    }
+    for value in ["ops", "q3", "fact", "2026"] {
+        assert!(!built.0.contains(value), "{value} spliced: {}", built.0);
+    }
 }
 
 #[test]
@@ -135,6 +249,7 @@ fn fusion_searching_the_dense_side() {
     let dense = DenseSide::Inline {
         plan: DensePlan::Exact,
         unit_query: &UNIT,
+        filter: &NO_FILTER,
     };
     let built = search::fused(&names(), USER, 5, &UNIT, dense, &LexicalSide::default());
     snapshot!("fused_inline_exact", built.0);
@@ -153,10 +268,11 @@ fn distinct_texts() -> (usize, usize, usize) {
             lexical.insert(lexical_sql(k, top_k, PRUNING));
             if k == 1 {
                 for plan in [DensePlan::Exact, DensePlan::Hnsw { dimension: 3 }] {
-                    dense.insert(search::dense(&names(), plan, USER, &UNIT, top_k).0);
+                    dense.insert(search::dense(&names(), plan, USER, &UNIT, top_k, &NO_FILTER).0);
                     let inline = DenseSide::Inline {
                         plan,
                         unit_query: &UNIT,
+                        filter: &NO_FILTER,
                     };
                     fused.insert(search::fused(&names(), USER, top_k, &UNIT, inline, &bm25).0);
                 }

@@ -28,6 +28,46 @@ const GENERIC_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_generic_
 const GENERIC_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
      'force_generic_plan', true), pg_export_snapshot()";
 const READ_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+/// A filtered BM25 statement's plan, made for its values (see [`LexicalPlan`]).
+const CUSTOM_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
+/// The same, and the transaction's snapshot exported for a second connection to share.
+const CUSTOM_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
+     'force_custom_plan', true), pg_export_snapshot()";
+
+/// How the BM25 statement is planned. Unfiltered, its shape does not hinge on estimates
+/// and it is planned once per connection (generic). Filtered, it joins every posting of
+/// its terms to the memories that pass, and the best join (from the postings, or from the
+/// few memories a selective filter leaves) depends on the filter's values, which only a
+/// plan made for them sees (custom). The transaction keeps the mode, so a filtered
+/// search's fused statement reading both sides' ranks is planned per search too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LexicalPlan {
+    Generic,
+    Custom,
+}
+
+impl LexicalPlan {
+    fn of(request: &SearchRequest) -> Self {
+        match request.filter.is_empty() {
+            true => Self::Generic,
+            false => Self::Custom,
+        }
+    }
+
+    fn setting(self) -> &'static str {
+        match self {
+            Self::Generic => GENERIC_PLAN,
+            Self::Custom => CUSTOM_PLAN,
+        }
+    }
+
+    fn setting_exported(self) -> &'static str {
+        match self {
+            Self::Generic => GENERIC_PLAN_EXPORTED,
+            Self::Custom => CUSTOM_PLAN_EXPORTED,
+        }
+    }
+}
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 
@@ -123,9 +163,10 @@ impl Search<'_> {
     }
 
     /// The plans of the search statements (EXPLAIN ANALYZE of the BM25 statement with its
-    /// generic plan, then of the fused one, run with the same settings as the search), for
-    /// diagnosing a slow recall. Always on one connection: the dense side is the fused
-    /// statement's, as when no second connection is free.
+    /// generic plan, a filtered one's for its values, then of the fused one, run with the
+    /// same settings as the search), for diagnosing a slow recall. Always on one
+    /// connection: the dense side is the fused statement's, as when no second connection
+    /// is free.
     pub(crate) async fn explain(&self) -> Result<Vec<String>, StoreError> {
         let found = self.execute(true).await?;
         found.rows.iter().map(|row| get::<String>(row, 0)).collect()
@@ -142,6 +183,7 @@ impl Search<'_> {
                 budget: config.prune_budget,
                 lookup_cost: config.lookup_cost,
             },
+            &self.request.filter,
         )
     }
 
@@ -160,6 +202,7 @@ impl Search<'_> {
         DenseSide::Inline {
             plan: self.plan,
             unit_query: self.unit,
+            filter: &self.request.filter,
         }
     }
 
@@ -178,6 +221,7 @@ impl Search<'_> {
         let transaction = Transaction {
             client: &client,
             settings: &settings,
+            lexical_plan: LexicalPlan::of(self.request),
             explain,
             open: true,
         };
@@ -208,6 +252,7 @@ impl Search<'_> {
                     self.user,
                     self.unit,
                     self.request.top_k,
+                    &self.request.filter,
                 );
                 transaction.side_by_side(second, &lexical, &dense).await
             }
@@ -262,6 +307,8 @@ struct Sides {
 struct Transaction<'a> {
     client: &'a Object,
     settings: &'a Settings,
+    /// How the BM25 statement is planned (set for the whole transaction).
+    lexical_plan: LexicalPlan,
     /// Statements run under EXPLAIN ANALYZE, their plans returned instead of their rows.
     explain: bool,
     open: bool,
@@ -360,23 +407,30 @@ impl Transaction<'_> {
     }
 
     /// Opens the read-only snapshot and runs the BM25 side there (with `explain`, also
-    /// its plan, with its generic plan as it ran).
+    /// its plan as it ran: generic, or for its values when filtered).
     async fn lexical_only(&self, lexical: &Built) -> Result<Sides, StoreError> {
         let client = self.client;
         let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
-        let generic = client.prepare_cached(GENERIC_PLAN).await.map_err(pg_err)?;
+        let plan_mode = client
+            .prepare_cached(self.lexical_plan.setting())
+            .await
+            .map_err(pg_err)?;
         let params = lexical.1.as_params();
         let (begin, set, found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
-            client.query(&generic, &[]),
+            client.query(&plan_mode, &[]),
             client.query_one(&statement, &params),
         );
         begin.map_err(pg_err)?;
         set.map_err(pg_err)?;
         let (ranked, path, lookups) = decode_lexical(&found.map_err(pg_err)?)?;
-        let plans = match self.explain {
-            true => explain_generic(client, &statement, lexical).await?,
-            false => Vec::new(),
+        let plans = match (self.explain, self.lexical_plan) {
+            (false, _) => Vec::new(),
+            (true, LexicalPlan::Generic) => explain_generic(client, &statement, lexical).await?,
+            (true, LexicalPlan::Custom) => {
+                let explained = self.prepare(lexical).await?;
+                client.query(&explained, &params).await.map_err(pg_err)?
+            }
         };
         Ok(Sides {
             lexical: ranked,
@@ -399,7 +453,7 @@ impl Transaction<'_> {
         let client = self.client;
         let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
         let exported = client
-            .prepare_cached(GENERIC_PLAN_EXPORTED)
+            .prepare_cached(self.lexical_plan.setting_exported())
             .await
             .map_err(pg_err)?;
         let on_second = OnSecond {
