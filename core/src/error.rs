@@ -129,6 +129,10 @@ pub enum StoreError {
     /// Records that contradict themselves (an extraction naming an entity it lacks, say).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// A write that supersedes a memory found it already superseded (two corrections of
+    /// one memory raced); nothing was written.
+    #[error("memory {0} was already superseded")]
+    AlreadySuperseded(uuid::Uuid),
 }
 
 impl StoreError {

@@ -4,7 +4,7 @@
 //! bound and the neighbours' positions stay those of all the user's live memories, so a
 //! memory that passes scores the same with or without the filter (docs/RETRIEVAL.md).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, SubsecRound, Utc};
 
 use crate::error::CortexError;
 use crate::memory::{Memory, MemoryKind, normalize_tags};
@@ -56,7 +56,11 @@ impl MemoryFilter {
             .collect();
         let tags = filter_tags("tags", &self.tags)?;
         let tags_all = filter_tags("tags_all", &self.tags_all)?;
-        if let (Some(since), Some(until)) = (self.created.since, self.created.until)
+        let created = TimeRange {
+            since: bound("since", self.created.since)?,
+            until: bound("until", self.created.until)?,
+        };
+        if let (Some(since), Some(until)) = (created.since, created.until)
             && since >= until
         {
             return Err(CortexError::invalid(
@@ -72,7 +76,7 @@ impl MemoryFilter {
             kinds,
             tags,
             tags_all,
-            created: self.created,
+            created,
         })
     }
 
@@ -101,12 +105,46 @@ fn filter_tags(field: &'static str, raw: &[String]) -> Result<Vec<String>, Corte
             format!("at most {MAX_FILTER_TAGS} tags; got {}", raw.len()),
         ));
     }
-    // Memorize's own rules (length, control characters), so a tag that could never be
-    // stored is an error rather than a filter that silently matches nothing.
-    normalize_tags(raw).map_err(|e| match e {
-        CortexError::InvalidInput { reason, .. } => CortexError::invalid(field, reason),
-        other => other,
-    })
+    // Memorize's own rules per tag (length, control characters), so a tag that could
+    // never be stored is an error rather than a filter that silently matches nothing;
+    // memorize's count limit is a memory's, not a filter's.
+    let mut out: Vec<String> = Vec::with_capacity(raw.len());
+    for tag in raw {
+        let normal = normalize_tags(std::slice::from_ref(tag)).map_err(|e| match e {
+            CortexError::InvalidInput { reason, .. } => CortexError::invalid(field, reason),
+            other => other,
+        })?;
+        for t in normal {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A window bound as every store compares it: stored times have microseconds, so a bound
+/// is rounded up to the next microsecond (for such times `t >= ceil(s)` is `t >= s` and
+/// `t < ceil(u)` is `t < u`), and years are 0000-9999, which RFC 3339 text can order.
+fn bound(
+    field: &'static str,
+    at: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, CortexError> {
+    let Some(at) = at else {
+        return Ok(None);
+    };
+    let truncated = at.trunc_subsecs(6);
+    let up = match truncated < at {
+        true => truncated + chrono::Duration::microseconds(1),
+        false => at,
+    };
+    if !(0..=9999).contains(&up.year()) {
+        return Err(CortexError::invalid(
+            field,
+            format!("{} is outside the years 0000-9999", up.to_rfc3339()),
+        ));
+    }
+    Ok(Some(up))
 }
 
 #[cfg(test)]
@@ -202,5 +240,45 @@ mod tests {
         assert!(message.contains("at most 32"), "{message}");
         let (field, _) = err(MemoryFilter::new(&[], &strings(&["  "]), &[], None, None));
         assert_eq!(field, "tags");
+        // More tags than one memory may carry is still a filter.
+        let seventeen: Vec<String> = (0..17).map(|i| format!("T{i}")).collect();
+        let f = MemoryFilter::new(&[], &seventeen, &seventeen, None, None).unwrap();
+        assert_eq!(f.tags.len(), 17);
+        assert_eq!(f.tags[0], "t0");
+        let far = DateTime::parse_from_rfc3339("9999-12-31T23:59:59.9999999Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            err(MemoryFilter::new(&[], &[], &[], None, Some(far))).0,
+            "until"
+        );
+    }
+
+    #[test]
+    fn bounds_finer_than_a_microsecond_round_up_as_every_store_compares() {
+        let at = t("2026-11-01T00:00:00Z");
+        let f = MemoryFilter::new(
+            &[],
+            &[],
+            &[],
+            Some(at + chrono::Duration::nanoseconds(500)),
+            Some(at + chrono::Duration::nanoseconds(1500)),
+        )
+        .unwrap();
+        assert_eq!(
+            f.created.since,
+            Some(at + chrono::Duration::microseconds(1))
+        );
+        assert_eq!(
+            f.created.until,
+            Some(at + chrono::Duration::microseconds(2))
+        );
+        // A memory at `at` is before since; one at `at` + 1us is inside.
+        assert!(!f.matches(&memory(MemoryKind::Note, &[], "2026-11-01T00:00:00Z")));
+        assert!(f.matches(&memory(
+            MemoryKind::Note,
+            &[],
+            "2026-11-01T00:00:00.000001Z"
+        )));
     }
 }

@@ -100,6 +100,7 @@ impl CortexServer {
             // Agents often send "" for an argument they mean to leave out.
             replaces: args.replaces.filter(|r| !r.trim().is_empty()),
             reason: None,
+            skip_extraction: false,
         };
         let memorized = engine
             .memory
@@ -216,9 +217,11 @@ impl CortexServer {
         let engine = self.engine().await?;
         let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);
+        // Agents often send "" for an argument they mean to leave out.
+        let cursor = args.cursor.as_deref().filter(|c| !c.trim().is_empty());
         let page = engine
             .memory
-            .list_page(&user, &filter, limit, args.cursor.as_deref())
+            .list_page(&user, &filter, limit, cursor)
             .await
             .map_err(|e| fail(tool, e))?;
         Ok(Json(MemoriesOutput {

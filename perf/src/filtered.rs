@@ -472,7 +472,8 @@ async fn pushdown(
             let cell = &cells[s][c];
             let agreement = match s {
                 0 => format!(
-                    "1.000 (= in-process on its rows: {}/{})",
+                    "{:.3} (= in-process on its rows: {}/{})",
+                    overlap(&cells[0][c].results, &cell.results),
                     parity[c],
                     requests.len()
                 ),
@@ -500,7 +501,8 @@ async fn pushdown(
             // Short results fail exact search only: HNSW's losses are measured, not failed.
             failures += (cell.failing + cell.errors) as u64;
             if s == 0 {
-                failures += cell.short as u64;
+                // The exact pushdown must equal the in-process path on every search.
+                failures += cell.short as u64 + (requests.len() - parity[c]) as u64;
             }
             let mut row = cell.json(case, pass[c], n, unfiltered);
             row["overlap_with_exact"] = json!(overlap(&cells[0][c].results, &cell.results));

@@ -33,7 +33,7 @@ use crate::prefix::prefix_bounds;
 use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
 use crate::search::dense_plan::{
-    DensePlan, check_hnsw_dimension, ensure_hnsw_index, passing_count,
+    DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, ensure_hnsw_index, passing_count,
 };
 use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
@@ -232,7 +232,7 @@ impl PostgresStore {
         if !self.inner.server.iterative_scan {
             return Ok(true);
         }
-        let threshold = self.inner.config.hnsw_threshold;
+        let threshold = Ord::min(self.inner.config.hnsw_threshold, FILTERED_EXACT_BELOW);
         if threshold == 0 {
             return Ok(false);
         }
@@ -459,7 +459,11 @@ impl MemoryStore for PostgresStore {
             };
             sql::execute(&tx, &postings).await?;
             for s in &memory.supersedes {
-                write_supersession(&tx, names, &memory.user_id, s).await?;
+                // The users row locked by the bump serialises the user's writers, so this
+                // is race-free: two corrections of one memory cannot both commit.
+                if !write_supersession(&tx, names, &memory.user_id, s).await? {
+                    return Err(StoreError::AlreadySuperseded(s.old_id));
+                }
             }
             tx.commit().await.map_err(pg_err)?;
             // Back to the pool before anything else takes a connection.
@@ -703,6 +707,7 @@ impl MemoryStore for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(pg_err)?;
             let generation = generation_of(row_opt(&tx, &bump_user(names, user, 0, 0)?).await?)?;
+            // An old memory already superseded gains one more successor, as before.
             write_supersession(&tx, names, user, s).await?;
             tx.commit().await.map_err(pg_err)?;
             Ok(generation)
@@ -742,13 +747,13 @@ impl MemoryStore for PostgresStore {
 
 /// Writes one supersession inside `tx`: both memories must be the user's; the old one
 /// leaves the live set with its postings and its share of the statistics. The caller
-/// bumps the generation (once per transaction).
+/// bumps the generation (once per transaction). False when the old memory was not live.
 async fn write_supersession(
     tx: &deadpool_postgres::Transaction<'_>,
     names: &Names,
     user: &str,
     s: &Supersession,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let mut records = PgRecords::new(tx, names);
     require_memory(&mut records, user, &s.old_id).await?;
     require_memory(&mut records, user, &s.new_id).await?;
@@ -793,6 +798,7 @@ async fn write_supersession(
         );
         sql::execute(tx, &delete_postings(names, seq)).await?;
         sql::execute(tx, &adjust_stats(names, user, -1, -i64::from(doc_len))).await?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }

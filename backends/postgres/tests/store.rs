@@ -130,6 +130,9 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
              DROP INDEX \"{s}\".postings_impact;
              DROP TABLE \"{s}\".staged_embeddings;
              DROP TABLE \"{s}\".api_keys;
+             DROP INDEX \"{s}\".memories_tags;
+             DROP INDEX \"{s}\".memories_user_created;
+             DROP INDEX \"{s}\".memories_user_kind;
              UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
         ))
         .await

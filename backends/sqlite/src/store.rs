@@ -287,6 +287,18 @@ impl MemoryStore for SqliteStore {
             check_signature(tx, &signature)?;
             let seq = insert_memory(tx, &memory, &embedding)?;
             for s in &memory.supersedes {
+                // Inside the write: two corrections of one memory cannot both commit.
+                let superseded: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM supersessions
+                                        WHERE old_id = ?1 AND user_id = ?2)",
+                        params![encode_id(&s.old_id), memory.user_id],
+                        |r| r.get(0),
+                    )
+                    .map_err(db_err)?;
+                if superseded {
+                    return Err(StoreError::AlreadySuperseded(s.old_id));
+                }
                 insert_supersession(tx, &memory.user_id, s)?;
             }
             let generation = bump_generation(tx, &memory.user_id)?;

@@ -60,6 +60,7 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
         created_at,
         replaces: args.replaces.clone(),
         reason: None,
+        skip_extraction: false,
     };
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine
@@ -113,20 +114,24 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
     let mut cursor = args.cursor.unwrap_or(0);
     let mut shown: Vec<StoredMemory> = Vec::new();
     let mut exhausted = false;
-    while shown.len() < args.limit {
-        let page = ctx
-            .store
-            .memories_after(&user, cursor, args.limit - shown.len())
-            .await?;
-        let Some(last) = page.last() else {
+    // Fixed-size reads: a selective filter must not shrink them to a row a round trip.
+    let read = args.limit.max(256);
+    'pages: while shown.len() < args.limit {
+        let page = ctx.store.memories_after(&user, cursor, read).await?;
+        if page.is_empty() {
             exhausted = true;
             break;
-        };
-        cursor = last.memory.seq;
-        shown.extend(
-            page.into_iter()
-                .filter(|m| (args.superseded || !m.superseded) && filter.matches(&m.memory)),
-        );
+        }
+        for m in page {
+            // The cursor is the last row examined, so a page cut short resumes after it.
+            cursor = m.memory.seq;
+            if (args.superseded || !m.superseded) && filter.matches(&m.memory) {
+                shown.push(m);
+                if shown.len() == args.limit {
+                    break 'pages;
+                }
+            }
+        }
     }
     let next = (!exhausted).then_some(cursor);
     if args.json {

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use crate::embedding::validate_embedding;
 use crate::enrichment_store::EnrichmentStore;
+use crate::error::StoreError;
 use crate::error::{CortexError, EmbeddingProblem, Result};
 use crate::filter::MemoryFilter;
 use crate::hybrid::{ScoredMemory, hybrid_retrieve_filtered};
@@ -324,7 +325,17 @@ impl CortexMemory {
                 superseded: Vec::new(),
             });
         }
-        let added = self.store.add(&new, &vector, &signature).await?;
+        let added = match self.store.add(&new, &vector, &signature).await {
+            Ok(added) => added,
+            // Another correction of the same memory committed first.
+            Err(StoreError::AlreadySuperseded(old)) => {
+                return Err(CortexError::invalid(
+                    "replaces",
+                    format!("memory {old} was already replaced; replace its successor instead"),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let _ = self.stored_signature.set(signature);
         let memory = added.memory.clone();
         self.update_cached(user, added.generation, move |index| {
@@ -353,6 +364,7 @@ impl CortexMemory {
             }
         }
         if (layers.episodic || layers.graph)
+            && !options.skip_extraction
             && let Err(e) = self.extract(&memory).await
         {
             self.enrichment_failed("extraction", &memory, &e);
@@ -630,7 +642,8 @@ impl CortexMemory {
             }
         }
         let kind = change.kind.unwrap_or(old.kind);
-        if kind == old.kind && tags == old.tags {
+        let same_tags = tags.len() == old.tags.len() && tags.iter().all(|t| old.tags.contains(t));
+        if kind == old.kind && same_tags {
             return Err(CortexError::invalid(
                 "tags",
                 "the change leaves the kind and the tags as they are",
@@ -661,6 +674,7 @@ impl CortexMemory {
             created_at: Some(old.created_at),
             replaces: Some(id.to_string()),
             reason: Some(format!("retagged: {}", what.join("; "))),
+            skip_extraction: true,
         };
         self.memorize_with(user, &old.content, kind, &tags, &options)
             .await
@@ -824,6 +838,9 @@ pub struct MemorizeOptions {
     pub replaces: Option<String>,
     /// The supersession's reason for `history` (default [`REPLACED_BY_CALLER`]).
     pub reason: Option<String>,
+    /// Leaves out the extraction layers' call: a retag's content is the old memory's, whose
+    /// events and entity links are already recorded.
+    pub skip_extraction: bool,
 }
 
 /// A change of a memory's kind or tags (see [`CortexMemory::retag`]).
@@ -856,7 +873,9 @@ fn decode_cursor(cursor: &str) -> Result<i64> {
     cursor
         .trim()
         .strip_prefix(CURSOR_PREFIX)
+        .filter(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
         .and_then(|hex| i64::from_str_radix(hex, 16).ok())
+        .filter(|seq| *seq > 0)
         .ok_or_else(|| {
             CortexError::invalid(
                 "cursor",

@@ -100,22 +100,26 @@ impl State {
         embedding: &[f32],
         signature: &EmbeddingSignature,
     ) -> StoreResult<Added> {
-        match &self.signature {
-            Some(stored) if stored != signature => {
-                return Err(StoreError::SignatureMismatch {
-                    stored: stored.clone(),
-                    got: signature.clone(),
-                });
-            }
-            Some(_) => {}
-            None => self.signature = Some(signature.clone()),
+        // Every check before any change: a refused add changes nothing.
+        if let Some(stored) = &self.signature
+            && stored != signature
+        {
+            return Err(StoreError::SignatureMismatch {
+                stored: stored.clone(),
+                got: signature.clone(),
+            });
         }
-        if let Some(data) = self.users.get(&memory.user_id) {
-            for s in &memory.supersedes {
-                data.require_memory(&s.old_id)?;
+        for s in &memory.supersedes {
+            let Some(data) = self.users.get(&memory.user_id) else {
+                return Err(StoreError::MissingReference(format!("memory {}", s.old_id)));
+            };
+            data.require_memory(&s.old_id)?;
+            if !data.is_live(&s.old_id) {
+                return Err(StoreError::AlreadySuperseded(s.old_id));
             }
-        } else if let Some(s) = memory.supersedes.first() {
-            return Err(StoreError::MissingReference(format!("memory {}", s.old_id)));
+        }
+        if self.signature.is_none() {
+            self.signature = Some(signature.clone());
         }
         self.last_seq += 1;
         let seq = self.last_seq;

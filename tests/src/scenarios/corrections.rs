@@ -24,6 +24,9 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
         &["Ada's manager is Bob Stone", "Ada drinks green tea"],
     )
     .await;
+    // A recall first, so the engine's cached index must follow the correction in place.
+    let before = engine.recall(&u, "who is Ada's manager", 10).await.unwrap();
+    assert_eq!(before[0].memory.id, old[0].id);
     let prefix: String = old[0].id.to_string().chars().take(8).collect();
     let options = MemorizeOptions {
         replaces: Some(prefix.clone()),
@@ -146,6 +149,37 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
     }
     assert!(store.get(&u, &orphan.id).await.unwrap().is_none());
     assert_eq!(store.count(&u).await.unwrap(), 2);
+
+    // Nor may a write supersede another user's memory, or one already superseded (the
+    // check is inside the write, so two racing corrections cannot both commit).
+    let foreign = NewMemory::new(&theirs, "not yours", MemoryKind::Note, &[], 1 << 15)
+        .unwrap()
+        .replacing(old[1].id, REPLACED_BY_CALLER);
+    match store.add(&foreign, &vector, &signature).await {
+        Err(StoreError::MissingReference(_)) => {}
+        other => panic!("another user's memory superseded: {other:?}"),
+    }
+    assert!(
+        engine
+            .list_memories(&u, 10)
+            .await
+            .unwrap()
+            .iter()
+            .any(|m| m.id == old[1].id)
+    );
+    let first = NewMemory::new(&u, "first fix", MemoryKind::Note, &[], 1 << 15)
+        .unwrap()
+        .replacing(old[1].id, REPLACED_BY_CALLER);
+    store.add(&first, &vector, &signature).await.unwrap();
+    let second = NewMemory::new(&u, "second fix", MemoryKind::Note, &[], 1 << 15)
+        .unwrap()
+        .replacing(old[1].id, REPLACED_BY_CALLER);
+    match store.add(&second, &vector, &signature).await {
+        Err(StoreError::AlreadySuperseded(id)) => assert_eq!(id, old[1].id),
+        other => panic!("a second successor: {other:?}"),
+    }
+    assert!(store.get(&u, &second.id).await.unwrap().is_none());
+    assert_eq!(store.count(&theirs).await.unwrap(), 0);
 }
 
 /// A change of kind or tags is a correction: same content and date, the new labels, the
@@ -200,6 +234,16 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
     };
     assert!(matches!(
         engine.retag(&u, &new.id.to_string(), &same).await,
+        Err(CortexError::InvalidInput { .. })
+    ));
+    // Removing and adding back the same tag only reorders it: no change either.
+    let shuffle = cortex_core::Retag {
+        add: vec!["billing".to_owned()],
+        remove: vec!["billing".to_owned()],
+        ..cortex_core::Retag::default()
+    };
+    assert!(matches!(
+        engine.retag(&u, &new.id.to_string(), &shuffle).await,
         Err(CortexError::InvalidInput { .. })
     ));
     assert!(matches!(

@@ -28,19 +28,15 @@
 //!   LIMIT's worth of rows pass, up to `hnsw.max_scan_tuples`, in distance order;
 //! - and a filter that few memories pass is searched exactly instead ([`passing_count`]):
 //!   the user's live memories that pass are counted, the count stopping at
-//!   `hnsw_threshold` (the live count from which `auto` uses HNSW, 20,000 by default), and
-//!   fewer than that are searched exactly, as `auto` searches a user with that few
-//!   memories: at that size an exact scan stays within tens of milliseconds, and it is
-//!   exact where the graph walk would have to pass over many memories that fail the
-//!   filter for each one that passes (at most `max_scan_tuples` visited, 20,000 by
-//!   default, across every user). A filter that at least the threshold pass keeps the
-//!   index, with the iterative scan. The count is one extra statement before the search,
-//!   reading at most `hnsw_threshold` rows of the user's (through `(user_id, seq)`; no
-//!   index covers the filter's columns, so a selective filter reads all of the user's
-//!   live memories to count, and the exact search reads them again, warm). A threshold of
-//!   0 turns the fallback off. Without the iterative scan (pgvector before 0.8) every
-//!   filtered search is exact: the index alone returns at most `ef_search` rows before the
-//!   filter.
+//!   [`FILTERED_EXACT_BELOW`] (2,000, or `hnsw_threshold` when that is lower), and a filter
+//!   fewer pass is searched exactly, where the graph walk would have to pass over many
+//!   memories that fail the filter for each one that passes (at most `max_scan_tuples`
+//!   visited, 20,000 by default, across every user). A broader filter keeps the index,
+//!   with the iterative scan. The count is one extra statement before the search; the
+//!   indexes of migration 0007 (tags, `(user_id, created_at)`, `(user_id, kind)`) let it
+//!   and the exact search read only the rows the filter names. A threshold of 0 turns the
+//!   fallback off. Without the iterative scan (pgvector before 0.8) every filtered search
+//!   is exact: the index alone returns at most `ef_search` rows before the filter.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -221,6 +217,14 @@ pub(crate) async fn ensure_hnsw_index(
     done.store(true, Ordering::Release);
     Ok(())
 }
+
+/// A filter that fewer than this many of the user's live memories pass is searched
+/// exactly in HNSW mode (at most `hnsw_threshold`). Measured at 100k memories
+/// (docs/BENCHMARKS.md): an exact search of about 1,000 passing memories took 20-35 ms
+/// against 19-122 ms for the iterative scan, which must walk past many memories that fail
+/// the filter for each that passes; from 10,000 passing the iterative scan is faster (21-23
+/// ms against 31-48 ms). Counting stops at this bound, so a broad filter costs a few ms.
+pub(crate) const FILTERED_EXACT_BELOW: u64 = 2_000;
 
 /// `count(*)` of the `user`'s live memories that pass `filter`, stopping at `limit` (see
 /// the module docs): reads at most `limit` of them.
