@@ -36,11 +36,12 @@ When to recall: call `recall` before answering anything that may depend on earli
 sessions - the user's preferences, past decisions, people, projects, or any question like \
 \"what did we decide about ...\". It returns stored memories ranked by relevance, not an \
 answer: read them and use what applies. If nothing relevant comes back, say so rather than \
-guessing.
+guessing. When the question names a kind, a tag or a period (\"decisions since March\"), \
+pass it as `kinds`, `tags` or `since`/`until`.
 
-Other tools: `list_memories` shows the newest memories; `forget` deletes a memory by id or \
-unique id prefix when the user asks or a memory is wrong (to correct one, forget it and \
-memorize the corrected statement). `recall_about` (everything about one entity) and \
+Other tools: `list_memories` shows the newest memories, a page at a time (`cursor`); to \
+correct a memory, memorize the corrected statement with `replaces` set to the old one's id; \
+`forget` deletes a memory by id or unique id prefix when the user asks. `recall_about` (everything about one entity) and \
 `recall_timeline` (dated events in order) work when the server has those layers enabled.";
 
 #[tool_handler(router = self.tool_router)]
