@@ -14,11 +14,11 @@ use crate::error::BenchError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
-    /// A fresh in-process store per question.
+    /// A fresh in-process store per haystack (a question's, or a LoCoMo conversation's).
     Memory,
-    /// A fresh SQLite file per question, in a temporary directory removed afterwards.
+    /// A fresh SQLite file per haystack, in a temporary directory removed afterwards.
     Sqlite,
-    /// One database (`CORTEX_DATABASE_URL`), a unique user id per question.
+    /// One database (`CORTEX_DATABASE_URL`), a unique user id per haystack.
     Postgres,
 }
 
