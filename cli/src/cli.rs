@@ -55,6 +55,8 @@ pub enum Command {
     History(IdArgs),
     /// Changes a memory's kind or tags; recorded in its history (the memory gets a new id).
     Tag(TagArgs),
+    /// Deletes the user's expired memories for good.
+    Prune(PruneArgs),
     /// Counts memories by state, kind and tag, with the signature and the store's size.
     Stats(StatsArgs),
     /// Checks the configuration, the store, the model files and the signature.
@@ -206,6 +208,10 @@ pub struct AddArgs {
     /// same write, and `cortex history` shows both.
     #[arg(long, value_name = "ID")]
     pub replaces: Option<String>,
+    /// When it expires (YYYY-MM-DD or RFC 3339, in the future): from then on it is never
+    /// recalled, and `cortex prune` deletes it.
+    #[arg(long, value_name = "DATE")]
+    pub expires_at: Option<String>,
     #[command(flatten)]
     pub user: UserArg,
     /// Prints JSON.
@@ -274,6 +280,17 @@ pub struct ListArgs {
     pub superseded: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub user: UserArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Lists what would be deleted, and deletes nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub user: UserArg,
     #[arg(long)]

@@ -48,6 +48,7 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
         Command::Forget(args) => Ok(commands::forget(args).await?),
         Command::History(args) => Ok(commands::history(args).await?),
         Command::Tag(args) => Ok(commands::tag(args).await?),
+        Command::Prune(args) => Ok(commands::prune(args).await?),
         Command::Stats(args) => Ok(commands::stats(args).await?),
         Command::Doctor(args) => Ok(doctor::doctor(args).await?),
         Command::Export(args) => Ok(commands::export_cmd(args).await?),

@@ -25,6 +25,12 @@ pub struct MemoryFilter {
     pub tags_all: Vec<String>,
     /// `created_at` in `[since, until)`.
     pub created: TimeRange,
+    /// Lists expired memories too (a list's choice; recall never returns them).
+    pub include_expired: bool,
+    /// Only memories not expired at this instant. Set by the engine from its clock, never
+    /// by a caller; a store may drop it when none of the user's memories has expired by
+    /// then, which leaves every result as it is.
+    pub alive_at: Option<DateTime<Utc>>,
 }
 
 impl MemoryFilter {
@@ -43,6 +49,7 @@ impl MemoryFilter {
             tags: tags.to_vec(),
             tags_all: tags_all.to_vec(),
             created: TimeRange { since, until },
+            ..Self::default()
         }
         .validated()
     }
@@ -77,6 +84,8 @@ impl MemoryFilter {
             tags,
             tags_all,
             created,
+            include_expired: self.include_expired,
+            alive_at: self.alive_at,
         })
     }
 
@@ -87,6 +96,7 @@ impl MemoryFilter {
             && self.tags_all.is_empty()
             && self.created.since.is_none()
             && self.created.until.is_none()
+            && self.alive_at.is_none()
     }
 
     /// Whether `memory` passes. Tags compare exactly: both sides are normalised.
@@ -95,6 +105,7 @@ impl MemoryFilter {
             && (self.tags.is_empty() || self.tags.iter().any(|t| memory.tags.contains(t)))
             && self.tags_all.iter().all(|t| memory.tags.contains(t))
             && self.created.contains(memory.created_at)
+            && self.alive_at.is_none_or(|now| !memory.expired_at(now))
     }
 }
 
@@ -165,6 +176,7 @@ mod tests {
             tags: tags.iter().map(|s| s.to_string()).collect(),
             created_at: t(at),
             seq: 1,
+            expires_at: None,
         }
     }
 

@@ -145,6 +145,7 @@ mod tests {
             tags: vec![],
             created_at: Utc::now(),
             seq,
+            expires_at: None,
         }
     }
 

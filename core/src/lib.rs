@@ -7,6 +7,7 @@
 //! engine. It performs no I/O of its own: storage
 //! backends and model providers live in other crates.
 
+pub mod clock;
 pub mod dossier;
 pub mod embedding;
 pub mod engine;
@@ -32,6 +33,7 @@ pub mod tokenizer;
 pub mod transfer;
 pub mod usage;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{
     CacheStats, CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT,

@@ -94,6 +94,17 @@ pub struct Memory {
     pub created_at: DateTime<Utc>,
     /// Insertion order, assigned by the store, strictly increasing; breaks every ranking tie.
     pub seq: i64,
+    /// From this instant on the memory is expired: never a recall candidate, listed only
+    /// when asked, deleted for good by `cortex prune`. `None`: it does not expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl Memory {
+    /// Whether the memory has expired at `now` (expiry is exact: at `expires_at` it is).
+    pub fn expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|e| e <= now)
+    }
 }
 
 /// `new_id` made `old_id` stale: recall no longer returns the old memory.
@@ -118,6 +129,8 @@ pub struct NewMemory {
     /// caller's correction: `memorize(replaces)`); each names this memory as `new_id`.
     /// Every old memory must exist for the user, or nothing is written.
     pub supersedes: Vec<Supersession>,
+    /// When it expires (see [`Memory::expires_at`]).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl NewMemory {
@@ -139,7 +152,22 @@ impl NewMemory {
             tags: normalize_tags(tags)?,
             created_at: now(),
             supersedes: Vec::new(),
+            expires_at: None,
         })
+    }
+
+    /// The same memory expiring at `at`, which must be after `now` (the engine's clock):
+    /// a memory that would be born expired is refused. The store keeps microseconds.
+    pub fn expiring(mut self, at: DateTime<Utc>, now: DateTime<Utc>) -> Result<Self, CortexError> {
+        let at = at.trunc_subsecs(6);
+        if at <= now {
+            return Err(CortexError::invalid(
+                "expires_at",
+                format!("{} is not in the future", at.to_rfc3339()),
+            ));
+        }
+        self.expires_at = Some(at);
+        Ok(self)
     }
 
     /// The same memory superseding `old` in its own transaction, for `reason`.
@@ -178,6 +206,7 @@ impl NewMemory {
             tags: self.tags,
             created_at: self.created_at,
             seq,
+            expires_at: self.expires_at,
         }
     }
 }

@@ -36,6 +36,12 @@ pub struct MemorizeArgs {
     #[serde(default)]
     #[schemars(example = "3f2a9c1e")]
     pub replaces: Option<String>,
+    /// When this stops being true, if it will ("the office is closed until Friday"): a
+    /// date YYYY-MM-DD (midnight UTC) or an RFC 3339 datetime, in the future. From then on
+    /// it is never recalled. Omit for a memory that does not expire.
+    #[serde(default)]
+    #[schemars(example = "2026-12-31")]
+    pub expires_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -115,6 +121,9 @@ pub struct ListMemoriesArgs {
     /// first page. Memories written meanwhile do not shift the pages to come.
     #[serde(default)]
     pub cursor: Option<String>,
+    /// Also list memories that have expired (recall never returns them). Default false.
+    #[serde(default)]
+    pub include_expired: Option<bool>,
     /// Only memories of any of these kinds: fact, preference, event, decision,
     /// instruction, note. Omit for every kind.
     #[serde(default)]

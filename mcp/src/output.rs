@@ -20,6 +20,9 @@ pub struct MemoryView {
     pub tags: Vec<String>,
     /// When it was stored, RFC 3339 in UTC.
     pub created_at: String,
+    /// When it expires, if it does (RFC 3339 in UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 impl From<&Memory> for MemoryView {
@@ -30,6 +33,7 @@ impl From<&Memory> for MemoryView {
             kind: m.kind.as_str().to_owned(),
             tags: m.tags.clone(),
             created_at: format_instant(m.created_at),
+            expires_at: m.expires_at.map(format_instant),
         }
     }
 }

@@ -101,6 +101,7 @@ impl CortexServer {
             replaces: args.replaces.filter(|r| !r.trim().is_empty()),
             reason: None,
             skip_extraction: false,
+            expires_at: parse_instant("expires_at", args.expires_at.as_deref())?,
         };
         let memorized = engine
             .memory
@@ -213,7 +214,8 @@ impl CortexServer {
         extensions: Extensions,
     ) -> Result<Json<MemoriesOutput>, ToolError> {
         let tool = Tool::ListMemories;
-        let filter = filter_of(tool, &args.filter_text())?;
+        let mut filter = filter_of(tool, &args.filter_text())?;
+        filter.include_expired = args.include_expired.unwrap_or(false);
         let engine = self.engine().await?;
         let user = self.caller(&engine, &extensions, tool)?;
         let limit = clamp_limit(args.limit, engine.top_k);

@@ -958,3 +958,26 @@ async fn memorize_replaces_a_memory_it_corrects() {
     assert_eq!(plain["status"], "stored");
     assert_eq!(h.count().await, 2);
 }
+
+#[tokio::test]
+async fn memorize_takes_an_expiry_and_list_shows_it() {
+    let h = harness(Layers::default()).await;
+    let out = ok(h
+        .call(
+            "memorize",
+            json!({"content": "The canteen is closed for repairs", "expires_at": "2999-01-01"}),
+        )
+        .await);
+    let listed = ok(h
+        .call("list_memories", json!({"include_expired": true}))
+        .await);
+    assert_eq!(listed["memories"][0]["id"], out["id"]);
+    assert_eq!(listed["memories"][0]["expires_at"], "2999-01-01T00:00:00Z");
+    for (value, needle) in [("2001-01-01", "not in the future"), ("soon", "expires_at")] {
+        let msg = err(h
+            .call("memorize", json!({"content": "x", "expires_at": value}))
+            .await);
+        assert!(msg.contains(needle), "{value}: {msg}");
+    }
+    assert_eq!(h.count().await, 1);
+}

@@ -151,6 +151,7 @@ fn passing(cases: &[Case], labels: &[Label]) -> Vec<usize> {
         tags: l.tags.clone(),
         created_at: l.created_at,
         seq: 0,
+        expires_at: None,
     };
     let probes: Vec<Memory> = labels.iter().map(probe).collect();
     cases
@@ -276,6 +277,7 @@ fn in_process(n: usize, queries: usize, cases: &[Case]) -> Result<(Value, u64), 
             tags: l.tags.clone(),
             created_at: l.created_at,
             seq: i as i64 + 1,
+            expires_at: None,
         };
         index.insert(memory, &corpus.vectors[i])?;
     }

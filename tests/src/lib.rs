@@ -114,6 +114,7 @@ macro_rules! conformance_suite {
             filtered_list_is_exact,
             replaces_supersedes_in_one_transaction,
             retag_is_recorded_in_history,
+            expiry_is_exact_at_the_boundary,
             bad_filters_and_cursors_change_nothing,
         );
     };

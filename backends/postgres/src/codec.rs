@@ -11,7 +11,7 @@ use crate::sql::get_named;
 use crate::tables::{Entities, EntityEdges, Events, Memories, MemoryEntities, Supersessions};
 
 /// The memory columns every memory read selects, which [`memory_of`] reads.
-pub(crate) const MEMORY_COLUMNS: [Memories; 7] = [
+pub(crate) const MEMORY_COLUMNS: [Memories; 8] = [
     Memories::Seq,
     Memories::Id,
     Memories::UserId,
@@ -19,6 +19,7 @@ pub(crate) const MEMORY_COLUMNS: [Memories; 7] = [
     Memories::Kind,
     Memories::Tags,
     Memories::CreatedAt,
+    Memories::ExpiresAt,
 ];
 
 /// `columns` qualified by a table alias.
@@ -51,6 +52,7 @@ pub(crate) fn memory_of(row: &Row) -> Result<Memory, StoreError> {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
         tags: get_named(row, Memories::Tags)?,
         created_at: get_named(row, Memories::CreatedAt)?,
+        expires_at: get_named(row, Memories::ExpiresAt)?,
     })
 }
 

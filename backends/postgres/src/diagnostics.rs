@@ -52,7 +52,8 @@ impl Diagnostics<'_> {
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
     /// statement with its generic plan (a filtered one's for its values), then of the
     /// fused one, run with the same settings as the search; a filtered search in HNSW mode
-    /// counts its passing memories first, as the search does), for diagnosing a slow
+    /// counts its passing memories first, and a recall's expiry condition is left out when
+    /// nothing has expired, as the search does), for diagnosing a slow
     /// recall. Always on one connection: the dense
     /// side is the fused statement's, as when no second connection is free.
     pub async fn explain_search(
@@ -65,13 +66,14 @@ impl Diagnostics<'_> {
                 let Some(signature) = self.store.known_signature().await? else {
                     return Ok(Vec::new());
                 };
+                let request = self.store.search_request(user, request).await?;
                 let plan = self
                     .store
                     .plan(user, signature.dimension, &request.filter)
                     .await?;
                 let unit = normalized(&request.embedding);
                 self.store
-                    .search_of(plan, user, &unit, request)
+                    .search_of(plan, user, &unit, &request)
                     .explain()
                     .await
             })

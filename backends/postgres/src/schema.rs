@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_staged_vectors.sql"),
     include_str!("../migrations/0006_api_keys.sql"),
     include_str!("../migrations/0007_filter_indexes.sql"),
+    include_str!("../migrations/0008_expiry.sql"),
 ];
 
 /// The schema version this build writes.

@@ -1,5 +1,6 @@
 //! [`PostgresStore`]: the MemoryStore over a PostgreSQL + pgvector database.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +23,7 @@ use tokio_postgres::IsolationLevel;
 
 use crate::codec::{SUPERSESSION_COLUMNS, memory_columns, memory_of, supersession_of};
 use crate::config::{DenseMode, PostgresConfig};
-use crate::filter::filter_conditions;
+use crate::filter::{any_expired, filter_conditions};
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
 };
@@ -226,6 +227,41 @@ impl PostgresStore {
         Ok(DensePlan::Exact)
     }
 
+    /// `request` as the search runs it. Every recall asks only for memories not expired at
+    /// its `alive_at`; when none of the user's live memories has expired by then (one
+    /// probe, which the partial index `memories_user_expiry` answers), that condition
+    /// holds for every row and is left out, so the results are the same and a search with
+    /// no other condition takes the unfiltered paths (pruned BM25, generic plans, HNSW
+    /// without a count). Otherwise it stays, a filter like any other.
+    ///
+    /// The probe is its own statement, just before the search's snapshot (whose first
+    /// statement depends on its answer), not in it: a memory already expired at `alive_at`
+    /// that becomes live in between (an import of one, a write committed from a clock
+    /// behind this one's, or one revived by forgetting its successor) can be returned by
+    /// that one search.
+    pub(crate) async fn search_request<'r>(
+        &self,
+        user: &str,
+        request: &'r SearchRequest,
+    ) -> Result<Cow<'r, SearchRequest>, StoreError> {
+        let Some(at) = request.filter.alive_at else {
+            return Ok(Cow::Borrowed(request));
+        };
+        let probe = any_expired(self.names(), user, at);
+        let client = self.client().await?;
+        let expired: bool = match row_opt(&client, &probe).await? {
+            Some(row) => get(&row, 0)?,
+            None => return Err(StoreError::Corrupt("EXISTS returned no row".into())),
+        };
+        drop(client);
+        if expired {
+            return Ok(Cow::Borrowed(request));
+        }
+        let mut request = request.clone();
+        request.filter.alive_at = None;
+        Ok(Cow::Owned(request))
+    }
+
     /// Whether too few of the user's live memories pass `filter` for an HNSW search (see
     /// `search::dense_plan`): counted up to `hnsw_threshold`.
     async fn few_pass(&self, user: &str, filter: &MemoryFilter) -> Result<bool, StoreError> {
@@ -362,10 +398,11 @@ impl PostgresStore {
         };
         validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
         let unit = normalized(&request.embedding);
+        let request = self.search_request(user, request).await?;
         let plan = self
             .plan(user, signature.dimension, &request.filter)
             .await?;
-        let found = self.search_of(plan, user, &unit, request).run().await?;
+        let found = self.search_of(plan, user, &unit, &request).run().await?;
         let mut out = Vec::with_capacity(found.rows.len());
         let mut live = None;
         for row in &found.rows {
@@ -420,6 +457,7 @@ impl MemoryStore for PostgresStore {
                         Memories::CreatedAt,
                         Memories::DocLen,
                         Memories::Embedding,
+                        Memories::ExpiresAt,
                     ])
                     .values([
                         memory.id.into(),
@@ -430,6 +468,7 @@ impl MemoryStore for PostgresStore {
                         memory.created_at.into(),
                         doc.len.into(),
                         Vector::from(embedding.to_vec()).into(),
+                        memory.expires_at.into(),
                     ])
                     .map_err(sea_err)?
                     .returning_col(Memories::Seq),

@@ -19,6 +19,8 @@ pub(crate) enum Memories {
     DocLen,
     Superseded,
     Embedding,
+    /// `migrations/0008_expiry.sql`.
+    ExpiresAt,
 }
 
 #[derive(Clone, Copy, Debug, IdenStatic)]
@@ -190,6 +192,26 @@ mod tests {
         }
     }
 
+    /// Each `ALTER TABLE ... ADD COLUMN`'s column in `sql`, added to its table's.
+    fn added_columns(sql: &str, tables: &mut BTreeMap<String, BTreeSet<String>>) {
+        for (at, _) in sql.match_indices("ALTER TABLE ") {
+            let statement = sql[at..].split(';').next().unwrap_or_default();
+            let mut words = statement.split_whitespace().skip(2);
+            let name = words.next().unwrap_or_default();
+            let name = name.rsplit('.').next().unwrap_or_default().to_owned();
+            let words: Vec<&str> = words.collect();
+            for w in words.windows(3) {
+                if w[0] == "ADD" && w[1] == "COLUMN" {
+                    let column = w[2].trim_end_matches(',').to_owned();
+                    tables
+                        .get_mut(&name)
+                        .unwrap_or_else(|| panic!("a column added to no table: {statement}"))
+                        .insert(column);
+                }
+            }
+        }
+    }
+
     /// A column definition's name; none for a table constraint.
     fn column_of(definition: &str) -> Option<String> {
         let word = definition.split_whitespace().next()?;
@@ -204,14 +226,21 @@ mod tests {
         (!constraint.contains(&word)).then(|| word.to_owned())
     }
 
-    /// The tables the migrations create, and `meta`, which `schema` creates.
+    /// The tables the migrations create (with the columns later ones add), and `meta`,
+    /// which `schema` creates.
     fn schema_tables() -> BTreeMap<String, BTreeSet<String>> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut tables = BTreeMap::new();
-        let dir = std::fs::read_dir(root.join("migrations")).unwrap();
-        for entry in dir {
-            let sql = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let mut paths: Vec<_> = std::fs::read_dir(root.join("migrations"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        // In order: a column is added to a table an earlier migration created.
+        paths.sort();
+        for path in paths {
+            let sql = std::fs::read_to_string(path).unwrap();
             created_tables(&sql, &mut tables);
+            added_columns(&sql, &mut tables);
         }
         let schema = std::fs::read_to_string(root.join("src/schema.rs")).unwrap();
         let mut meta = BTreeMap::new();
@@ -244,7 +273,7 @@ mod tests {
         let mut tables = schema_tables();
         same_columns! {
             tables, Memories: Seq, Id, UserId, Content, Kind, Tags, CreatedAt, DocLen, Superseded,
-            Embedding
+            Embedding, ExpiresAt
         }
         same_columns! { tables, Users: UserId, Generation, DocCount, TotalLen }
         same_columns! { tables, Postings: UserId, Term, Seq, Tf, DocLen }

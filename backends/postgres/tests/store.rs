@@ -133,6 +133,8 @@ async fn version_one_store_upgrades_with_its_term_statistics() {
              DROP INDEX \"{s}\".memories_tags;
              DROP INDEX \"{s}\".memories_user_created;
              DROP INDEX \"{s}\".memories_user_kind;
+             DROP INDEX \"{s}\".memories_user_expiry;
+             ALTER TABLE \"{s}\".memories DROP COLUMN expires_at;
              UPDATE \"{s}\".meta SET value = '1' WHERE key = 'schema_version';"
         ))
         .await
@@ -473,6 +475,7 @@ async fn sql_cosine_equals_the_core_bit_for_bit() {
                         tags: vec![],
                         created_at: Utc::now(),
                         seq: 1,
+                        expires_at: None,
                     },
                     &doc,
                 )

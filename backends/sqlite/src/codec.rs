@@ -62,10 +62,11 @@ pub(crate) struct MemoryRow {
     pub kind: String,
     pub tags: String,
     pub created_at: String,
+    pub expires_at: Option<String>,
 }
 
 pub(crate) const MEMORY_COLUMNS: &str =
-    "m.seq, m.id, m.user_id, m.content, m.kind, m.tags, m.created_at";
+    "m.seq, m.id, m.user_id, m.content, m.kind, m.tags, m.created_at, m.expires_at";
 
 impl MemoryRow {
     /// Reads the columns by name, wherever the select puts them.
@@ -78,6 +79,7 @@ impl MemoryRow {
             kind: row.get("kind")?,
             tags: row.get("tags")?,
             created_at: row.get("created_at")?,
+            expires_at: row.get("expires_at")?,
         })
     }
 
@@ -93,6 +95,7 @@ impl MemoryRow {
             tags: decode_list(&self.tags)?,
             created_at: decode_time(&self.created_at)?,
             seq: self.seq,
+            expires_at: self.expires_at.as_deref().map(decode_time).transpose()?,
         })
     }
 }

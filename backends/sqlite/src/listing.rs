@@ -46,6 +46,10 @@ pub(crate) fn list_statement(user: &str, query: &ListQuery) -> (String, Vec<Valu
         sql.push_str(" AND m.created_at < ?");
         values.push(Value::Text(encode_time(until)));
     }
+    if let Some(now) = &filter.alive_at {
+        sql.push_str(" AND (m.expires_at IS NULL OR m.expires_at > ?)");
+        values.push(Value::Text(encode_time(now)));
+    }
     sql.push_str(" ORDER BY m.seq DESC LIMIT ?");
     values.push(Value::Integer(
         i64::try_from(query.limit).unwrap_or(i64::MAX),

@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_memories.sql"),
     include_str!("../migrations/0002_staged_vectors.sql"),
     include_str!("../migrations/0003_api_keys.sql"),
+    include_str!("../migrations/0004_expiry.sql"),
 ];
 
 /// The schema version this build writes.

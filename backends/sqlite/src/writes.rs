@@ -41,8 +41,8 @@ pub(crate) fn insert_memory(
     embedding: &[f32],
 ) -> StoreResult<i64> {
     tx.query_row(
-        "INSERT INTO memories (id, user_id, content, kind, tags, created_at, embedding)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO memories (id, user_id, content, kind, tags, created_at, embedding, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          RETURNING seq",
         params![
             encode_id(&memory.id),
@@ -52,6 +52,7 @@ pub(crate) fn insert_memory(
             encode_list(&memory.tags),
             encode_time(&memory.created_at),
             encode_vector(embedding),
+            memory.expires_at.as_ref().map(encode_time),
         ],
         |r| r.get(0),
     )

@@ -19,8 +19,8 @@ use crate::admin::progress::Progress;
 use crate::admin::reembed::{estimate, reembed};
 use crate::admin::{Context, StoreContext, check_not_itself, storage_of};
 use crate::cli::{
-    AddArgs, ExportArgs, FilterArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, ReembedArgs,
-    SearchArgs, StatsArgs, TagArgs,
+    AddArgs, ExportArgs, FilterArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, PruneArgs,
+    ReembedArgs, SearchArgs, StatsArgs, TagArgs,
 };
 
 fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
@@ -35,8 +35,11 @@ fn show(m: &Memory) -> String {
         true => String::new(),
         false => format!(" [{}]", m.tags.join(", ")),
     };
+    let expiry = m.expires_at.map_or(String::new(), |at| {
+        format!("  (expires {})", at.format("%Y-%m-%d %H:%M"))
+    });
     format!(
-        "{}  {}  {}{tags}\n    {}",
+        "{}  {}  {}{tags}{expiry}\n    {}",
         m.id,
         m.created_at.format("%Y-%m-%d %H:%M"),
         m.kind,
@@ -56,11 +59,14 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
     let kind: MemoryKind = args.kind.parse()?;
     let created_at = parse_instant("--created-at", args.created_at.as_deref())
         .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let expires_at = parse_instant("--expires-at", args.expires_at.as_deref())
+        .map_err(|e| AdminError::Usage(e.to_string()))?;
     let options = MemorizeOptions {
         created_at,
         replaces: args.replaces.clone(),
         reason: None,
         skip_extraction: false,
+        expires_at,
     };
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine
@@ -161,6 +167,26 @@ pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
             Ok(())
         }
     }
+}
+
+pub async fn prune(args: PruneArgs) -> Result<(), AdminError> {
+    let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
+    let expired = engine.memory.prune_expired(&user, args.dry_run).await?;
+    if args.json {
+        return print_json(&json!({
+            "dry_run": args.dry_run,
+            "deleted": if args.dry_run { 0 } else { expired.len() },
+            "expired": expired,
+        }));
+    }
+    for m in &expired {
+        println!("{}", show(m));
+    }
+    match args.dry_run {
+        true => println!("{} expired; nothing deleted (--dry-run)", expired.len()),
+        false => println!("deleted {} expired", expired.len()),
+    }
+    Ok(())
 }
 
 pub async fn tag(args: TagArgs) -> Result<(), AdminError> {

@@ -86,7 +86,10 @@ fn write_markdown(out: &mut dyn Write, line: &Line) -> std::io::Result<()> {
                 true => String::new(),
                 false => format!(" · {}", m.tags.join(", ")),
             };
-            let state = if m.superseded { " · superseded" } else { "" };
+            let mut state = String::from(if m.superseded { " · superseded" } else { "" });
+            if let Some(at) = m.expires_at {
+                state.push_str(&format!(" · expires {}", at.format("%Y-%m-%d %H:%M")));
+            }
             writeln!(
                 out,
                 "- **{}** · {}{tags}{state} · `{}`",

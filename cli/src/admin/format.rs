@@ -43,6 +43,9 @@ pub struct MemoryLine {
     #[serde(default)]
     pub tags: Vec<String>,
     pub created_at: DateTime<Utc>,
+    /// When it expires, if it does (kept by import, even when already past).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
     /// Informational: whether a later memory supersedes it. Import derives it from the
     /// supersession lines.
     #[serde(default)]
@@ -62,6 +65,7 @@ impl MemoryLine {
             kind: m.kind,
             tags: m.tags,
             created_at: m.created_at,
+            expires_at: m.expires_at,
             superseded: stored.superseded,
             embedding: with_vector.then_some(stored.embedding),
         }
@@ -169,6 +173,7 @@ mod tests {
             kind: MemoryKind::Fact,
             tags: vec![],
             created_at: "2024-05-01T00:00:00Z".parse().unwrap(),
+            expires_at: None,
             superseded: false,
             embedding: Some(v.clone()),
         };

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
+use chrono::SubsecRound;
 use cortex_core::memory::DEFAULT_MAX_CONTENT_BYTES;
 use cortex_core::records::EntityId;
 use cortex_core::{
@@ -220,7 +221,13 @@ fn validate_memory(line: usize, m: &MemoryLine, user: &str) -> Result<NewMemory,
     let new = NewMemory::new(user, &m.content, m.kind, &m.tags, DEFAULT_MAX_CONTENT_BYTES)
         .and_then(|n| n.dated(m.created_at))
         .map_err(|e| AdminError::line(line, e.to_string()))?;
-    Ok(NewMemory { id: m.id, ..new })
+    // An expiry already past is kept: the memory arrives expired, as it left.
+    let expires_at = m.expires_at.map(|t| t.trunc_subsecs(6));
+    Ok(NewMemory {
+        id: m.id,
+        expires_at,
+        ..new
+    })
 }
 
 /// What a batch is checked against before anything is written; `--dry-run` runs only this.

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::OwnedRwLockReadGuard;
 use uuid::Uuid;
 
+use crate::clock::{Clock, SystemClock};
 use crate::embedding::validate_embedding;
 use crate::enrichment_store::EnrichmentStore;
 use crate::error::StoreError;
@@ -165,6 +166,8 @@ pub struct CortexMemory {
     enrichment_failures: AtomicU64,
     reranker: Option<Arc<dyn Reranker>>,
     rerank_failures: AtomicU64,
+    /// What "now" is for expiry.
+    clock: Arc<dyn Clock>,
 }
 
 impl CortexMemory {
@@ -189,7 +192,14 @@ impl CortexMemory {
             enrichment_failures: AtomicU64::new(0),
             reranker: None,
             rerank_failures: AtomicU64::new(0),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Sets the clock expiry is judged by (the system's by default).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Sets a reranker: recall then fuses a deeper pool and lets it choose the top k,
@@ -287,6 +297,9 @@ impl CortexMemory {
         let mut new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
         if let Some(at) = options.created_at {
             new = new.dated(at)?;
+        }
+        if let Some(at) = options.expires_at {
+            new = new.expiring(at, self.clock.now())?;
         }
         let replaced = match options.replaces.as_deref() {
             Some(id) => Some(self.replaceable(user, id).await?),
@@ -393,11 +406,13 @@ impl CortexMemory {
             return Ok(Vec::new());
         };
         let depth = self.config.max_arbiter_candidates.max(1) * 2;
+        let now = self.clock.now();
         Ok(built
             .index
             .dense_search(vector, depth)
             .into_iter()
             .map(|hit| (built.index.memory(hit.row).clone(), hit.score))
+            .filter(|(m, _)| !m.expired_at(now))
             .collect())
     }
 
@@ -421,7 +436,11 @@ impl CortexMemory {
         validate_user(user)?;
         validate_content("query", query, self.config.max_query_bytes)?;
         check_limit("top_k", top_k)?;
-        let filter = filter.clone().validated()?;
+        let mut filter = filter.clone().validated()?;
+        // An expired memory is never a candidate, whatever the caller asked.
+        filter.include_expired = false;
+        let now = self.clock.now();
+        filter.alive_at = Some(now);
         let (stored, signature) = self.guard_signature().await?;
         let embedding = self.embed_one(query, EmbedTask::Query, &signature).await?;
         if stored.is_none() {
@@ -446,6 +465,11 @@ impl CortexMemory {
         } else {
             let built = self.current_index(user, signature.dimension).await?;
             built.as_ref().map_or_else(Vec::new, |b| {
+                // Nothing expired yet: the condition holds for every row, and the empty
+                // filter keeps the unfiltered path.
+                if !b.index.any_expired(now) {
+                    filter.alive_at = None;
+                }
                 hybrid_retrieve_filtered(&b.index, &embedding, &terms, depth, &filter)
             })
         };
@@ -534,7 +558,8 @@ impl CortexMemory {
     ) -> Result<Page> {
         validate_user(user)?;
         check_limit("limit", limit)?;
-        let filter = filter.clone().validated()?;
+        let mut filter = filter.clone().validated()?;
+        filter.alive_at = (!filter.include_expired).then(|| self.clock.now());
         let before_seq = cursor.map(decode_cursor).transpose()?;
         let query = ListQuery {
             filter,
@@ -613,6 +638,35 @@ impl CortexMemory {
         }
     }
 
+    /// The user's live memories that have expired by now, each deleted for good unless
+    /// `dry_run` (as `forget` deletes: a memory it had superseded is live again).
+    pub async fn prune_expired(&self, user: &str, dry_run: bool) -> Result<Vec<Memory>> {
+        validate_user(user)?;
+        let now = self.clock.now();
+        let every = MemoryFilter {
+            include_expired: true,
+            ..MemoryFilter::default()
+        };
+        let mut expired = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self
+                .list_page(user, &every, MAX_LIMIT, cursor.as_deref())
+                .await?;
+            expired.extend(page.memories.into_iter().filter(|m| m.expired_at(now)));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if !dry_run {
+            for m in &expired {
+                self.forget(user, &m.id.to_string()).await?;
+            }
+        }
+        Ok(expired)
+    }
+
     /// Changes a live memory's kind or tags. Recorded as a correction: a memory with the
     /// same content, date and vector-bearing text, the new kind and tags, replaces the old
     /// one in one transaction (one embed call), so `history` shows what changed and when
@@ -628,6 +682,12 @@ impl CortexMemory {
             .ok_or_else(|| CortexError::NotFound {
                 id: id_or_prefix.trim().to_owned(),
             })?;
+        if old.expired_at(self.clock.now()) {
+            return Err(CortexError::invalid(
+                "memory_id",
+                format!("memory {id} has expired; `cortex prune` deletes it"),
+            ));
+        }
         let add = crate::memory::normalize_tags(&change.add)?;
         let remove = crate::memory::normalize_tags(&change.remove)?;
         let mut tags: Vec<String> = old
@@ -675,6 +735,7 @@ impl CortexMemory {
             replaces: Some(id.to_string()),
             reason: Some(format!("retagged: {}", what.join("; "))),
             skip_extraction: true,
+            expires_at: old.expires_at,
         };
         self.memorize_with(user, &old.content, kind, &tags, &options)
             .await
@@ -841,6 +902,8 @@ pub struct MemorizeOptions {
     /// Leaves out the extraction layers' call: a retag's content is the old memory's, whose
     /// events and entity links are already recorded.
     pub skip_extraction: bool,
+    /// When the memory expires (after now): from then on it is never recalled.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A change of a memory's kind or tags (see [`CortexMemory::retag`]).

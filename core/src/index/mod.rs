@@ -34,6 +34,9 @@ pub struct MemoryIndex {
     /// Every indexed memory's sequence number, ascending: a memory's neighbours are the
     /// memories written just before and just after it.
     seqs: Vec<i64>,
+    /// How many indexed memories have an expiry: with none, "not expired" holds for every
+    /// row and a recall needs no filter for it.
+    expiring: usize,
 }
 
 impl MemoryIndex {
@@ -44,6 +47,7 @@ impl MemoryIndex {
             dense: DenseMatrix::new(dimension),
             lexical: LexicalIndex::default(),
             seqs: Vec::new(),
+            expiring: 0,
         }
     }
 
@@ -77,6 +81,7 @@ impl MemoryIndex {
         // Writes come in sequence order, so this is almost always a push.
         let at = self.seqs.partition_point(|s| *s <= memory.seq);
         self.seqs.insert(at, memory.seq);
+        self.expiring += usize::from(memory.expires_at.is_some());
         self.rows.insert(memory.id, self.memories.len());
         self.memories.push(memory);
         Ok(())
@@ -90,6 +95,7 @@ impl MemoryIndex {
         self.dense.swap_remove(row);
         self.lexical.swap_remove(row);
         let seq = self.memories[row].seq;
+        self.expiring -= usize::from(self.memories[row].expires_at.is_some());
         let at = self.seqs.partition_point(|s| *s < seq);
         if self.seqs.get(at) == Some(&seq) {
             self.seqs.remove(at);
@@ -108,6 +114,11 @@ impl MemoryIndex {
         let after = self.seqs.partition_point(|s| *s <= seq);
         let previous = before.checked_sub(1).map(|i| self.seqs[i]);
         (previous, self.seqs.get(after).copied())
+    }
+
+    /// Whether any indexed memory has expired at `now`.
+    pub fn any_expired(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.expiring > 0 && self.memories.iter().any(|m| m.expired_at(now))
     }
 
     /// Approximate heap bytes held (vectors, postings, memory records).

@@ -2,6 +2,7 @@
 
 mod corrections;
 mod enrichment;
+mod expiry;
 mod filters;
 mod forget;
 mod keys;
@@ -14,6 +15,7 @@ mod validation;
 
 pub use corrections::*;
 pub use enrichment::*;
+pub use expiry::*;
 pub use filters::*;
 pub use forget::*;
 pub use keys::*;

@@ -69,6 +69,7 @@ async fn write_all(
             tags: m.memory.tags.clone(),
             created_at: m.memory.created_at,
             supersedes: Vec::new(),
+            expires_at: m.memory.expires_at,
         };
         out.push(
             store
@@ -544,6 +545,7 @@ pub async fn transfer_refuses_ids_of_another_user(factory: &dyn StoreFactory) {
         tags: vec![],
         created_at: m[0].created_at,
         supersedes: Vec::new(),
+        expires_at: None,
     };
     let embedding = vec![0.5; DIM];
     let refused = store.import_memory(&taken, &embedding, &signature).await;

@@ -39,7 +39,11 @@
 //! pruned paths' floors assume every memory is a candidate), with the statistics, dfs
 //! and bound of every live memory, planned for the filter's values; the weights come from
 //! the filtered lists and the neighbours are every live memory's. The empty filter builds
-//! the statements it built before filters existed, text for text.
+//! the statements it built before filters existed, text for text. Every recall's filter
+//! has `alive_at` (only memories not expired then); the store probes first whether any of
+//! the user's live memories has expired by then, and when none has it leaves the condition
+//! out, which changes no result, so that a recall with no other condition stays
+//! unfiltered (`PostgresStore::search_request`).
 //!
 //! Module map: [`aliases`] (the names of CTEs, computed columns and table aliases),
 //! [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),

@@ -35,6 +35,8 @@ const NO_FILTER: MemoryFilter = MemoryFilter {
         since: None,
         until: None,
     },
+    include_expired: false,
+    alive_at: None,
 };
 
 /// A filter with every part set.
@@ -44,14 +46,17 @@ fn every_part() -> MemoryFilter {
             .unwrap_or_else(|e| panic!("{s}: {e}"))
             .with_timezone(&Utc)
     };
-    MemoryFilter::new(
-        &[MemoryKind::Fact, MemoryKind::Decision],
-        &["ops".to_owned(), "billing".to_owned()],
-        &["q3".to_owned()],
-        Some(at("2026-11-01T00:00:00Z")),
-        Some(at("2026-12-01T00:00:00Z")),
-    )
-    .unwrap_or_else(|e| panic!("filter: {e}"))
+    MemoryFilter {
+        alive_at: Some(at("2026-12-15T00:00:00Z")),
+        ..MemoryFilter::new(
+            &[MemoryKind::Fact, MemoryKind::Decision],
+            &["ops".to_owned(), "billing".to_owned()],
+            &["q3".to_owned()],
+            Some(at("2026-11-01T00:00:00Z")),
+            Some(at("2026-12-01T00:00:00Z")),
+        )
+        .unwrap_or_else(|e| panic!("filter: {e}"))
+    }
 }
 
 fn lexical_sql(k: usize, top_k: usize, pruning: Pruning) -> String {
@@ -210,6 +215,7 @@ fn every_part_of_a_filter_is_bound() {
         "m.tags @> ",
         "\"m\".\"created_at\" >= $",
         "\"m\".\"created_at\" < $",
+        "\"m\".\"expires_at\" > $",
     ] {
         assert_eq!(
             built.0.matches(fragment).count(),
@@ -221,6 +227,26 @@ fn every_part_of_a_filter_is_bound() {
     for value in ["ops", "q3", "fact", "2026"] {
         assert!(!built.0.contains(value), "{value} spliced: {}", built.0);
     }
+}
+
+/// The expiry probe: one EXISTS over the user's live memories, its values bound, in the
+/// shape the partial index `memories_user_expiry` serves (`NOT superseded`, and
+/// `expires_at <=`, which implies the index's `expires_at IS NOT NULL`).
+#[test]
+fn the_expiry_probe_reads_the_partial_index() {
+    let at = DateTime::parse_from_rfc3339("2026-12-15T00:00:00.0000015Z")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_timezone(&Utc);
+    let built = crate::filter::any_expired(&names(), USER, at);
+    assert_eq!(
+        built.0,
+        "SELECT EXISTS(SELECT 1 FROM \"cortex\".\"memories\" AS \"m\" WHERE \"m\".\"user_id\" \
+         = $1 AND (NOT m.superseded) AND \"m\".\"expires_at\" <= $2)"
+    );
+    assert_eq!(built.1.0.len(), 2);
+    // Compared as stored: to the microsecond, truncated.
+    let bound = format!("{:?}", built.1.0[1].0);
+    assert!(bound.contains("2026-12-15T00:00:00.000001Z"), "{bound}");
 }
 
 #[test]
