@@ -18,48 +18,7 @@ use cortex_core::{
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
-use support::TestSchema;
-
-/// A small deterministic generator (SplitMix64), so every run writes the same corpus.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Roughly Zipf: low indices far more often, like words in text.
-    fn zipf(&mut self, n: usize) -> usize {
-        let x = self.unit();
-        ((n as f64).powf(x) - 1.0) as usize % n
-    }
-
-    fn float(&mut self) -> f32 {
-        (self.unit() * 2.0 - 1.0) as f32
-    }
-}
-
-const VOCABULARY: &str = "work note idea task time day list mail chat food news shop game \
-    park walk team project deploy release build test server database api user customer \
-    meeting call email report budget plan review design code bug fix issue ticket sprint \
-    week month year monday friday morning evening night today tomorrow alice bob carol \
-    dana erik berlin lisbon tokyo paris office home remote coffee tea lunch dinner \
-    birthday holiday flight hotel train doctor dentist invoice payment refund contract \
-    vendor security key password backup restore postgres rust python docker cluster \
-    latency error timeout retry cache index search vector embedding model prompt token \
-    jazz piano guitar book film garden cat dog zq7731";
+use support::{Rng, TestSchema, VOCABULARY};
 
 /// The tags memories draw from (each with some chance), besides the special ones.
 const TAGS: [&str; 5] = ["work", "home", "urgent", "q3", "billing"];
