@@ -91,10 +91,9 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     }
     .with_tier(config.tier);
     let mut memory = CortexMemory::with_config(store.clone(), embedder, engine_config);
-    // The layers' records are reachable only when a layer keeps them; recall never is.
-    if config.layers.episodic || config.layers.graph {
-        memory = memory.with_enrichment(store);
-    }
+    // The entity graph and the timeline are always reachable: callers write them with
+    // memorize's structure whatever the layer flags, which only add the model's extraction.
+    memory = memory.with_enrichment(store);
     if let Some(generator) = generator {
         memory = memory.with_llm(generator);
     }

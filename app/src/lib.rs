@@ -8,6 +8,7 @@ pub mod config;
 pub mod dates;
 pub mod engine;
 pub mod filters;
+pub mod structure;
 
 pub use config::{
     ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, Storage, StoreSettings, env_var,
@@ -17,3 +18,4 @@ pub use engine::{
     open_store,
 };
 pub use filters::{FilterError, FilterText};
+pub use structure::{EntityArg, EventArg, RelationArg, StructureArgs};

@@ -212,6 +212,13 @@ pub struct AddArgs {
     /// recalled, and `cortex prune` deletes it.
     #[arg(long, value_name = "DATE")]
     pub expires_at: Option<String>,
+    /// What the memory is about, as one JSON object, written to the entity graph and the
+    /// timeline with it (no model call, no layer flag): {"subject": NAME, "entities":
+    /// [{"name", "type"?, "aliases"?}], "relations": [{"from", "label", "to"}], "event":
+    /// {"time", "place"?, "actor"?, "type"?}}, every part optional. The event time is
+    /// RFC 3339, YYYY-MM-DD or YYYY-MM.
+    #[arg(long, value_name = "JSON")]
+    pub structure: Option<String>,
     #[command(flatten)]
     pub user: UserArg,
     /// Prints JSON.

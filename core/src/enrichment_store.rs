@@ -12,11 +12,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::error::StoreError;
+use crate::error::StoreResult;
 use crate::memory::{Memory, MemoryId};
 use crate::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, TimeRange, TimelineEntry,
 };
-use crate::store::StoreResult;
 
 /// Everything one extraction read from one memory, written by
 /// [`EnrichmentStore::record_extraction`] in one transaction: all of it or nothing.
@@ -24,8 +24,9 @@ use crate::store::StoreResult;
 pub struct ExtractionRecords {
     /// The memory the records were read from; it must exist for the user.
     pub memory_id: MemoryId,
-    /// The memory's dated event (its `memory_id` must be the one above).
-    pub event: Option<Event>,
+    /// The memory's dated events (each `memory_id` must be the one above); extraction
+    /// reads at most one.
+    pub events: Vec<Event>,
     /// Upserted in order, each as [`EnrichmentStore::upsert_entity`] would, seeing the
     /// ones before it; links and edges name them by position.
     pub entities: Vec<EntityUpsert>,
@@ -60,7 +61,7 @@ impl ExtractionRecords {
     pub fn new(memory_id: MemoryId) -> Self {
         Self {
             memory_id,
-            event: None,
+            events: Vec::new(),
             entities: Vec::new(),
             links: Vec::new(),
             edges: Vec::new(),
@@ -69,14 +70,12 @@ impl ExtractionRecords {
 
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.event.is_none() && self.entities.is_empty()
+        self.events.is_empty() && self.entities.is_empty()
     }
 
     /// Refuses records that contradict themselves, before a store writes any of them.
     pub fn check(&self) -> StoreResult<()> {
-        if let Some(event) = &self.event
-            && event.memory_id != self.memory_id
-        {
+        if let Some(event) = self.events.iter().find(|e| e.memory_id != self.memory_id) {
             return Err(StoreError::InvalidRecord(format!(
                 "the event names memory {}, the extraction memory {}",
                 event.memory_id, self.memory_id
@@ -133,6 +132,74 @@ impl ExtractionRecords {
             })
             .collect::<StoreResult<_>>()?;
         Ok(Resolved { links, edges })
+    }
+}
+
+/// Every record written for one memory: what [`EnrichmentStore::memory_records`] reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryRecords {
+    /// Its events, in the order written.
+    pub events: Vec<Event>,
+    /// The entities it is linked to, with the link's role, in the order linked.
+    pub links: Vec<(EntityId, EntityRole)>,
+    /// The relationships read from it, in the order written.
+    pub edges: Vec<EntityEdge>,
+    /// Every entity a link or an edge names, once each.
+    pub entities: Vec<Entity>,
+}
+
+impl MemoryRecords {
+    /// Whether the memory has no record at all.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.links.is_empty() && self.edges.is_empty()
+    }
+
+    /// The same records for memory `memory_id` (a new version of the memory they were read
+    /// from), as one extraction: each entity upserted by its name, type and aliases, which
+    /// finds the entity they came from.
+    pub fn for_memory(&self, memory_id: MemoryId) -> ExtractionRecords {
+        let position = |id: &EntityId| self.entities.iter().position(|e| &e.id == id);
+        let mut records = ExtractionRecords::new(memory_id);
+        records.events = self
+            .events
+            .iter()
+            .map(|e| Event {
+                memory_id,
+                ..e.clone()
+            })
+            .collect();
+        records.entities = self
+            .entities
+            .iter()
+            .map(|e| EntityUpsert {
+                name: e.name.clone(),
+                entity_type: e.entity_type.clone(),
+                aliases: e.aliases.clone(),
+            })
+            .collect();
+        records.links = self
+            .links
+            .iter()
+            .filter_map(|(id, role)| {
+                position(id).map(|entity| ExtractedLink {
+                    entity,
+                    role: *role,
+                })
+            })
+            .collect();
+        records.edges = self
+            .edges
+            .iter()
+            .filter_map(|e| {
+                Some(ExtractedEdge {
+                    source: position(&e.source)?,
+                    target: position(&e.target)?,
+                    label: e.label.clone(),
+                    created_at: e.created_at,
+                })
+            })
+            .collect();
+        records
     }
 }
 
@@ -200,6 +267,11 @@ pub trait EnrichmentStore: Send + Sync + fmt::Debug {
         entity: &EntityId,
         limit: usize,
     ) -> StoreResult<Vec<Memory>>;
+
+    /// Every record written for the user's memory `memory_id` (live or not): its events,
+    /// links and the edges read from it, with the entities they name. Empty for a memory
+    /// the user does not have.
+    async fn memory_records(&self, user: &str, memory_id: &MemoryId) -> StoreResult<MemoryRecords>;
 }
 
 // Forward every method so a wrapped store keeps its own.
@@ -256,6 +328,13 @@ macro_rules! forward_enrichment {
                 limit: usize,
             ) -> StoreResult<Vec<Memory>> {
                 (**self).entity_memories(user, entity, limit).await
+            }
+            async fn memory_records(
+                &self,
+                user: &str,
+                memory_id: &MemoryId,
+            ) -> StoreResult<MemoryRecords> {
+                (**self).memory_records(user, memory_id).await
             }
         }
     )*};

@@ -5,6 +5,9 @@ use crate::signature::EmbeddingSignature;
 /// A boxed error from a lower layer (a driver, an HTTP client), kept as a source.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// What a storage backend's methods return.
+pub type StoreResult<T> = Result<T, StoreError>;
+
 /// Everything the engine can refuse or fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -35,13 +38,6 @@ pub enum CortexError {
     EmbeddingMismatch {
         stored: EmbeddingSignature,
         got: EmbeddingSignature,
-    },
-
-    /// An optional layer was asked for while it is switched off.
-    #[error("the {layer} layer is off; set {variable}=1 to enable it")]
-    LayerDisabled {
-        layer: &'static str,
-        variable: &'static str,
     },
 
     /// The model provider failed.

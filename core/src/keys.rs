@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::error::StoreResult;
 use crate::memory::validate_user;
-use crate::store::StoreResult;
 
 /// What every key starts with, so a leaked one is recognisable (secret scanners, logs).
 pub const KEY_PREFIX: &str = "cx_";

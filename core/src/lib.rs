@@ -20,6 +20,7 @@ pub mod in_memory;
 pub mod index;
 pub mod keys;
 pub mod memory;
+pub mod new_memory;
 pub mod profile;
 pub mod provider;
 pub mod reader;
@@ -29,6 +30,7 @@ pub mod reranker;
 pub mod setting;
 pub mod signature;
 pub mod store;
+pub mod structure;
 pub mod tokenizer;
 pub mod transfer;
 pub mod usage;
@@ -40,15 +42,16 @@ pub use engine::{
     MemorizeOptions, MemorizeStatus, Memorized, Page, REPLACED_BY_CALLER, Retag,
 };
 pub use enrichment_store::{
-    EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, Resolved,
+    EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, MemoryRecords, Resolved,
 };
-pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError};
+pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError, StoreResult};
 pub use filter::MemoryFilter;
 pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered};
 pub use in_memory::InMemoryStore;
 pub use index::MemoryIndex;
 pub use keys::{Caller, KeyError, KeyStore, Scope, StoredKey};
-pub use memory::{Memory, MemoryId, MemoryKind, NewMemory};
+pub use memory::{Memory, MemoryId, MemoryKind};
+pub use new_memory::NewMemory;
 pub use profile::{Profile, Tier};
 pub use provider::{EmbedResult, EmbedTask, GenResult, LLMProvider, TokenUsage};
 pub use record_tx::RecordTx;
@@ -56,8 +59,8 @@ pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, ListQuery, MemoryStore, SearchRequest,
-    StoreResult,
 };
+pub use structure::{MemoryStructure, StructureEntity, StructureEvent, StructureRelation};
 pub use transfer::{
     EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Record, RecordKind,
     StoredMemory, Switch, TransferStore,

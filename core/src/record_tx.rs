@@ -18,9 +18,9 @@ use uuid::Uuid;
 
 use crate::enrichment_store::ExtractionRecords;
 use crate::error::StoreError;
+use crate::error::StoreResult;
 use crate::memory::{MemoryId, now};
 use crate::records::{Entity, EntityEdge, EntityId, EntityUpsert, Event};
-use crate::store::StoreResult;
 use crate::transfer::{EntityLink, Imported, ImportedEntity};
 
 /// A check-then-write sequence that must not interleave with another transaction's.
@@ -131,7 +131,7 @@ pub async fn record_extraction<T: RecordTx>(
     // No write below needs a check of its own: the event's memory is the extraction's
     // (checked above), and the links and edges name that memory and entities this
     // transaction upserts for the user.
-    if let Some(event) = &records.event {
+    for event in &records.events {
         tx.insert_event(user, event).await?;
     }
     let mut entities = Vec::with_capacity(records.entities.len());

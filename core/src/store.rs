@@ -12,11 +12,12 @@ use crate::error::StoreError;
 use crate::filter::MemoryFilter;
 use crate::hybrid::ScoredMemory;
 use crate::index::MemoryIndex;
-use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::memory::{Memory, MemoryId};
+use crate::new_memory::NewMemory;
 use crate::records::Supersession;
 use crate::signature::EmbeddingSignature;
 
-pub type StoreResult<T> = Result<T, StoreError>;
+pub use crate::error::StoreResult;
 
 /// What a backend does natively (the OpenDAL way: flat flags, all off by default). The
 /// engine reads `search`; the conformance suite reads every flag and holds the backend to
@@ -33,6 +34,12 @@ pub struct Capabilities {
     /// scenarios over two separate handles, so each engine must see the other's writes
     /// through the change counter.
     pub shared: bool,
+    /// [`MemoryStore::add`] writes a memory's [`NewMemory::records`] (the caller's
+    /// entities, relations and event) in its transaction, as
+    /// [`EnrichmentStore::record_extraction`](crate::EnrichmentStore::record_extraction)
+    /// would. A store without it refuses such a memory and the engine refuses the caller's
+    /// structure before any embed.
+    pub records: bool,
 }
 
 /// A per-user change counter. Every write that changes a user's live set (add, delete,

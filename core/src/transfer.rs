@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::enrichment_store::EnrichmentStore;
-use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::memory::{Memory, MemoryId};
+use crate::new_memory::NewMemory;
 use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
 use crate::store::{MemoryStore, StoreResult};

@@ -5,10 +5,12 @@
 
 #![no_main]
 
+use chrono::Datelike;
 use cortex_app::dates::parse_instant;
 use cortex_core::memory::{
     DEFAULT_MAX_CONTENT_BYTES, MAX_TAG_CHARS, MAX_TAGS, normalize_tags, validate_content,
 };
+use cortex_core::structure::MAX_STRUCTURE_ITEMS;
 use cortex_core::{MAX_LIMIT, MemoryKind};
 use cortex_mcp::args::{
     ForgetArgs, ListMemoriesArgs, MemorizeArgs, RecallAboutArgs, RecallArgs, RecallTimelineArgs,
@@ -100,6 +102,16 @@ fn call_tool(tool: Option<&str>, arguments: &Value) {
             && let Ok(parsed) = kind.parse::<MemoryKind>()
         {
             assert_eq!(parsed.as_str(), kind.to_lowercase());
+        }
+        // The caller's structure: what is accepted is what the engine accepts.
+        if let Ok(Some(structure)) = args.structure().into_structure() {
+            assert!(!structure.is_empty());
+            assert!(structure.entities.len() <= MAX_STRUCTURE_ITEMS);
+            assert!(structure.relations.len() <= MAX_STRUCTURE_ITEMS);
+            if let Some(event) = &structure.event {
+                assert!((0..=9999).contains(&event.time.year()), "{:?}", event.time);
+            }
+            assert!(structure.validated().is_ok(), "{structure:?}");
         }
         if let Ok(tags) = normalize_tags(&args.tags.unwrap_or_default()) {
             assert!(tags.len() <= MAX_TAGS);

@@ -5,10 +5,11 @@
 //! `user_id` believes it asked for something, and silently ignoring it returns the wrong
 //! records. serde's message names the stray argument and the valid ones.
 
-use cortex_app::FilterText;
+use cortex_app::{EntityArg, EventArg, FilterText, RelationArg, StructureArgs};
 use cortex_core::MAX_LIMIT;
 use rmcp::schemars;
 use serde::Deserialize;
+use serde_json::json;
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,6 +43,41 @@ pub struct MemorizeArgs {
     #[serde(default)]
     #[schemars(example = "2026-12-31")]
     pub expires_at: Option<String>,
+    /// The entity the memory is mainly about, by name ("I" for the user): recall_about
+    /// on it returns this memory. Created when no entity of `entities` names it. Like
+    /// `entities`, `relations` and `event`, omit it when you do not know.
+    #[serde(default)]
+    #[schemars(example = "Ana Silva")]
+    pub subject: Option<String>,
+    /// The entities the memory mentions (people, places, organizations, projects), each
+    /// with an optional type and aliases; at most 32. recall_about(name or alias) returns
+    /// them with every memory that mentions them.
+    #[serde(default)]
+    #[schemars(example = json!([{"name": "Ana Silva", "type": "person", "aliases": ["Ana"]}]))]
+    pub entities: Option<Vec<EntityArg>>,
+    /// Directed relationships between entities, each `from` `label` `to` (a short verb
+    /// phrase); at most 32. An end no entity names is created.
+    #[serde(default)]
+    #[schemars(example = json!([{"from": "Ana Silva", "label": "works at", "to": "Acme"}]))]
+    pub relations: Option<Vec<RelationArg>>,
+    /// The dated event the memory records, for recall_timeline: `time` (RFC 3339, a date
+    /// YYYY-MM-DD or a month YYYY-MM) and optionally `place`, `actor` and `type`.
+    #[serde(default)]
+    #[schemars(example = json!({"time": "2026-11-20", "place": "Lisbon", "type": "meeting"}))]
+    pub event: Option<EventArg>,
+}
+
+impl MemorizeArgs {
+    /// The structure arguments (`subject`, `entities`, `relations`, `event`) as the app
+    /// reads them.
+    pub fn structure(&self) -> StructureArgs {
+        StructureArgs {
+            subject: self.subject.clone(),
+            entities: self.entities.clone(),
+            relations: self.relations.clone(),
+            event: self.event.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

@@ -242,8 +242,9 @@ fn explain(tool: Tool, error: &CortexError, f: &mut fmt::Formatter<'_>) -> fmt::
     match error {
         CortexError::NotFound { id } if tool == Tool::RecallAbout => write!(
             f,
-            "no entity named {id:?} is in the memory graph; the graph only knows entities \
-             from memories stored while CORTEX_GRAPH was on. Try recall with the name instead."
+            "no entity named {id:?} is in the memory graph; the graph knows the entities \
+             given to memorize as `entities`, `subject` or in `relations` (and those the \
+             server's graph layer extracts). Try recall with the name instead."
         ),
         CortexError::NotFound { id } => write!(
             f,
@@ -254,11 +255,6 @@ fn explain(tool: Tool, error: &CortexError, f: &mut fmt::Formatter<'_>) -> fmt::
             "{error}. Nothing was deleted; call list_memories to see the full ids"
         ),
         CortexError::InvalidInput { .. } => write!(f, "{error}"),
-        CortexError::LayerDisabled { .. } => write!(
-            f,
-            "{error} in the server's environment and restart the server; until then, use \
-             recall"
-        ),
         CortexError::EmbeddingMismatch { .. } => write!(f, "{error}"),
         CortexError::InvalidEmbedding(problem) => write!(
             f,
@@ -299,20 +295,10 @@ mod tests {
     fn not_found_reads_differently_for_entities() {
         let e = || CortexError::NotFound { id: "Ada".into() };
         assert!(message(Tool::Forget, e()).contains("list_memories"));
-        assert!(message(Tool::RecallAbout, e()).contains("no entity named \"Ada\""));
-    }
-
-    #[test]
-    fn disabled_layers_name_the_variable() {
-        let msg = message(
-            Tool::RecallTimeline,
-            CortexError::LayerDisabled {
-                layer: "episodic",
-                variable: "CORTEX_EPISODIC",
-            },
-        );
-        assert!(msg.contains("set CORTEX_EPISODIC=1"), "{msg}");
-        assert!(msg.contains("restart"), "{msg}");
+        let about = message(Tool::RecallAbout, e());
+        assert!(about.contains("no entity named \"Ada\""), "{about}");
+        assert!(about.contains("`entities`"), "{about}");
+        assert!(!about.contains("CORTEX_GRAPH"), "{about}");
     }
 
     #[test]

@@ -30,7 +30,9 @@ and their reasons; standing instructions (\"always ...\", \"never ...\"); notabl
 their dates. Write one self-contained statement per call that makes sense without this \
 conversation: name people, projects and dates instead of saying \"he\", \"it\" or \
 \"yesterday\". Do not memorize chit-chat, greetings, transient task state, secrets such as \
-passwords or API keys, or what recall already returns.
+passwords or API keys, or what recall already returns. When you know who or what a memory \
+is about, or when and where it happened, pass that too: `subject` and `entities` (with their \
+type and aliases), `relations` between them, and the `event` (time, place, type).
 
 When to recall: call `recall` before answering anything that may depend on earlier \
 sessions - the user's preferences, past decisions, people, projects, or any question like \
@@ -41,8 +43,9 @@ pass it as `kinds`, `tags` or `since`/`until`.
 
 Other tools: `list_memories` shows the newest memories, a page at a time (`cursor`); to \
 correct a memory, memorize the corrected statement with `replaces` set to the old one's id; \
-`forget` deletes a memory by id or unique id prefix when the user asks. `recall_about` (everything about one entity) and \
-`recall_timeline` (dated events in order) work when the server has those layers enabled.";
+`forget` deletes a memory by id or unique id prefix when the user asks. `recall_about` \
+(everything about one entity, by name or alias) and `recall_timeline` (dated events in \
+order) read the entities, relations and events stored with memories.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CortexServer {

@@ -67,9 +67,12 @@ impl CortexServer {
     /// Store one durable memory for later sessions: a fact about the user or their work, a
     /// preference, a decision and its reason, a standing instruction, or a notable dated
     /// event. Write one self-contained statement per call. Do not store chit-chat,
-    /// transient task state, secrets, or what recall already returns. Returns the new
-    /// memory's id and status ("stored"; "duplicate" or "superseded" when the server
-    /// detects an existing equivalent or stale memory).
+    /// transient task state, secrets, or what recall already returns. When you know them,
+    /// also pass who and what it is about (`subject`, `entities`, `relations`) and the
+    /// event it records (`event`: time, place, type): they are stored with the memory, so
+    /// recall_about and recall_timeline find it. Returns the new memory's id and status
+    /// ("stored"; "duplicate" or "superseded" when the server detects an existing
+    /// equivalent or stale memory).
     #[tool(annotations(
         title = "Memorize",
         read_only_hint = false,
@@ -83,6 +86,12 @@ impl CortexServer {
         extensions: Extensions,
     ) -> Result<Json<MemorizeOutput>, ToolError> {
         let tool = Tool::Memorize;
+        // The structure first: a malformed one is the caller's to fix even on an
+        // unset-up server, and is refused before anything is embedded or written.
+        let structure = args
+            .structure()
+            .into_structure()
+            .map_err(|e| fail(tool, e))?;
         let engine = self.engine().await?;
         let user = self.caller(&engine, &extensions, tool)?;
         let kind = match args
@@ -102,6 +111,7 @@ impl CortexServer {
             reason: None,
             skip_extraction: false,
             expires_at: parse_instant("expires_at", args.expires_at.as_deref())?,
+            structure,
         };
         let memorized = engine
             .memory
@@ -142,8 +152,10 @@ impl CortexServer {
 
     /// Everything the memory graph holds about one entity (person, project, place,
     /// organisation), found by name or alias: its relationships to other entities and the
-    /// memories that mention it, newest first. An exact lookup, not a search; use recall
-    /// for fuzzy questions. Needs the graph layer (CORTEX_GRAPH=1 on the server).
+    /// memories that mention it, newest first. The graph holds the `subject`, `entities`
+    /// and `relations` given to memorize (and what the server extracts itself when it
+    /// runs an extraction model). An exact lookup, not a search; use recall for fuzzy
+    /// questions.
     #[tool(annotations(
         title = "Recall about an entity",
         read_only_hint = true,
@@ -167,9 +179,10 @@ impl CortexServer {
     }
 
     /// Dated events from memory in chronological order, oldest first, each with the memory
-    /// it came from: "what happened in March", "what did I do last week". `since` and
-    /// `until` are YYYY-MM-DD dates (midnight UTC) or RFC 3339 datetimes; `until` is
-    /// exclusive. Needs the episodic layer (CORTEX_EPISODIC=1 on the server).
+    /// it came from: "what happened in March", "what did I do last week". The events are
+    /// those given as memorize's `event` (and those the server extracts itself when it
+    /// runs an extraction model). `since` and `until` are YYYY-MM-DD dates (midnight UTC)
+    /// or RFC 3339 datetimes; `until` is exclusive.
     #[tool(annotations(
         title = "Recall a timeline",
         read_only_hint = true,

@@ -116,7 +116,45 @@ async fn the_tools_work_over_postgres() {
     let msg = err(call("recall_about", json!({ "entity": "Atlas" }))
         .await
         .unwrap());
-    assert!(msg.contains("CORTEX_GRAPH=1"), "{msg}");
+    assert!(msg.contains("no entity named \"Atlas\""), "{msg}");
+
+    // The caller's structure is written with the memory, with no layer flag and no model:
+    // the engine the settings build reads it back.
+    let out = ok(call(
+        "memorize",
+        json!({
+            "content": "Ana from Project Atlas demoed it in Lisbon in May 2026",
+            "subject": "Project Atlas",
+            "entities": [{ "name": "Ana Silva", "type": "person", "aliases": ["Ana"] }],
+            "relations": [{ "from": "Ana Silva", "label": "works on", "to": "Project Atlas" }],
+            "event": { "time": "2026-05", "place": "Lisbon", "type": "demo" }
+        }),
+    )
+    .await
+    .unwrap());
+    let id = out["id"].as_str().unwrap().to_owned();
+    let atlas = ok(call("recall_about", json!({ "entity": "project atlas" }))
+        .await
+        .unwrap());
+    assert_eq!(atlas["relationships"][0]["direction"], "in", "{atlas}");
+    assert_eq!(
+        atlas["memories"][0]["id"],
+        id.as_str(),
+        "the subject links it"
+    );
+    let about = ok(call("recall_about", json!({ "entity": "ana" }))
+        .await
+        .unwrap());
+    assert_eq!(about["entity"]["name"], "Ana Silva", "{about}");
+    assert_eq!(about["relationships"][0]["label"], "works_on", "{about}");
+    assert_eq!(about["relationships"][0]["other"]["name"], "Project Atlas");
+    assert_eq!(about["memories"][0]["id"], id.as_str());
+    let timeline = ok(call("recall_timeline", json!({ "since": "2026-01-01" }))
+        .await
+        .unwrap());
+    assert_eq!(timeline["events"][0]["event_time"], "2026-05-01T00:00:00Z");
+    assert_eq!(timeline["events"][0]["location"], "Lisbon");
+    assert_eq!(timeline["events"][0]["memory"]["id"], id.as_str());
 
     client.cancel().await.unwrap();
     drop_schema(&config, &schema).await;

@@ -473,14 +473,223 @@ async fn ambiguous_prefixes_and_limit_clamping() {
 }
 
 #[tokio::test]
-async fn disabled_layers_say_which_variable_enables_them() {
+async fn the_graph_and_timeline_reads_need_no_layer_flag() {
     let h = harness(Layers::default()).await;
     let msg = err(h.call("recall_about", json!({ "entity": "Ada" })).await);
-    assert!(msg.contains("graph layer is off"), "{msg}");
-    assert!(msg.contains("CORTEX_GRAPH=1"), "{msg}");
-    let msg = err(h.call("recall_timeline", json!({})).await);
-    assert!(msg.contains("episodic layer is off"), "{msg}");
-    assert!(msg.contains("CORTEX_EPISODIC=1"), "{msg}");
+    assert!(msg.contains("no entity named \"Ada\""), "{msg}");
+    assert!(msg.contains("`entities`"), "{msg}");
+    assert!(!msg.contains("CORTEX_GRAPH"), "{msg}");
+    let out = ok(h.call("recall_timeline", json!({})).await);
+    assert_eq!(out, json!({ "events": [] }));
+}
+
+/// The structure of issue 31 item 8, as an agent sends it.
+fn structured(content: &str) -> Value {
+    json!({
+        "content": content,
+        "kind": "event",
+        "subject": "Ana Silva",
+        "entities": [
+            { "name": "Ana Silva", "type": "Person", "aliases": ["Ana"] },
+            { "name": "Acme", "type": "organization" }
+        ],
+        "relations": [{ "from": "Ana Silva", "label": "works at", "to": "Acme" }],
+        "event": { "time": "2026-11-20", "place": "Lisbon", "actor": "Ana", "type": "Meeting" }
+    })
+}
+
+/// With no layer flag and no model at all, the caller's structure is what recall_about
+/// and recall_timeline read.
+#[tokio::test]
+async fn memorize_structure_feeds_recall_about_and_the_timeline_without_a_model() {
+    // The harness attaches no generation model.
+    let h = harness(Layers::default()).await;
+    let out = ok(h
+        .call(
+            "memorize",
+            structured("Met Ana Silva from Acme in Lisbon on 20 November 2026"),
+        )
+        .await);
+    assert_eq!(out["status"], "stored");
+    let id = out["id"].as_str().unwrap().to_owned();
+    // A memory without structure writes no records.
+    h.memorize("The user likes green tea").await;
+
+    let about = ok(h.call("recall_about", json!({ "entity": " ana " })).await);
+    assert_eq!(about["entity"]["name"], "Ana Silva", "{about}");
+    assert_eq!(about["entity"]["entity_type"], "person", "{about}");
+    assert_eq!(about["entity"]["aliases"], json!(["ana"]), "{about}");
+    let rels = about["relationships"].as_array().unwrap();
+    assert_eq!(rels.len(), 1, "{about}");
+    assert_eq!(rels[0]["label"], "works_at");
+    assert_eq!(rels[0]["direction"], "out");
+    assert_eq!(rels[0]["other"]["name"], "Acme");
+    assert_eq!(rels[0]["other"]["entity_type"], "organization");
+    let memories = about["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), 1, "{about}");
+    assert_eq!(memories[0]["id"], id.as_str());
+    assert_eq!(memories[0]["kind"], "event");
+
+    let acme = ok(h.call("recall_about", json!({ "entity": "ACME" })).await);
+    assert_eq!(acme["relationships"][0]["direction"], "in", "{acme}");
+    assert_eq!(acme["relationships"][0]["other"]["name"], "Ana Silva");
+    assert_eq!(acme["memories"][0]["id"], id.as_str(), "a mention links it");
+
+    let timeline = ok(h.call("recall_timeline", json!({})).await);
+    assert_eq!(
+        timeline["events"].as_array().unwrap().len(),
+        1,
+        "{timeline}"
+    );
+    let event = &timeline["events"][0];
+    assert_eq!(event["event_time"], "2026-11-20T00:00:00Z");
+    assert_eq!(event["location"], "Lisbon");
+    assert_eq!(event["actor"], "Ana");
+    assert_eq!(event["event_type"], "meeting");
+    assert_eq!(event["memory"]["id"], id.as_str());
+    let november = ok(h
+        .call(
+            "recall_timeline",
+            json!({ "since": "2026-11-01", "until": "2026-12-01" }),
+        )
+        .await);
+    assert_eq!(november["events"][0]["memory"]["id"], id.as_str());
+    let earlier = ok(h
+        .call("recall_timeline", json!({ "until": "2026-11-20" }))
+        .await);
+    assert_eq!(earlier, json!({ "events": [] }));
+
+    // "I" is the user's own node, which recall_about finds as "me".
+    ok(h.call(
+        "memorize",
+        json!({
+            "content": "I manage Project Atlas",
+            "relations": [{ "from": "I", "label": "manages", "to": "Project Atlas" }]
+        }),
+    )
+    .await);
+    let me = ok(h.call("recall_about", json!({ "entity": "me" })).await);
+    assert_eq!(me["relationships"][0]["label"], "manages", "{me}");
+    assert_eq!(me["relationships"][0]["other"]["name"], "Project Atlas");
+}
+
+#[tokio::test]
+async fn a_bad_structure_is_a_tool_error_and_writes_nothing() {
+    let h = harness(Layers::default()).await;
+    let with = |patch: Value| {
+        let mut args = structured("Met Ana Silva in Lisbon");
+        for (k, v) in patch.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    };
+    for (args, needles) in [
+        (
+            with(json!({ "entities": [{ "name": "  " }] })),
+            vec!["invalid entities", "name of item 0", "blank"],
+        ),
+        (
+            with(json!({ "event": { "time": "next tuesday" } })),
+            vec!["invalid event", "\"next tuesday\"", "YYYY-MM-DD"],
+        ),
+        (
+            with(json!({ "event": { "time": "2026-11-20", "date": "2026-11-20" } })),
+            vec!["unknown field `date`"],
+        ),
+        (
+            with(json!({ "entities": [{ "name": "Ana", "kind": "person" }] })),
+            vec!["unknown field `kind`"],
+        ),
+        (
+            with(json!({ "relations": [{ "from": "Ana", "label": "...", "to": "Acme" }] })),
+            vec!["invalid relations", "label of item 0"],
+        ),
+        (
+            with(json!({ "entities": [{ "name": "Ana" }, { "name": "ana" }] })),
+            vec!["invalid entities", "entities 0 and 1"],
+        ),
+        (
+            with(json!({ "subject": "a\u{7}b" })),
+            vec!["invalid subject"],
+        ),
+        (
+            with(json!({ "relation": [] })),
+            vec!["unknown field `relation`"],
+        ),
+    ] {
+        let msg = err(h.call("memorize", args.clone()).await);
+        for needle in needles {
+            assert!(msg.contains(needle), "{args}: {msg}");
+        }
+    }
+    // Refused before the embed call, and nothing stored: no memory, no entity, no event.
+    assert_eq!(h.fake.embed_calls(), 0);
+    let listed = ok(h.call("list_memories", json!({})).await);
+    assert_eq!(listed, json!({ "memories": [] }));
+    assert!(err(h.call("recall_about", json!({ "entity": "Ana" })).await).contains("no entity"));
+    let timeline = ok(h.call("recall_timeline", json!({})).await);
+    assert_eq!(timeline, json!({ "events": [] }));
+}
+
+#[tokio::test]
+async fn memorize_lists_the_structure_fields_with_examples() {
+    let h = harness(Layers::default()).await;
+    let tools = h.client.list_all_tools().await.unwrap();
+    let memorize = tools.iter().find(|t| t.name == "memorize").unwrap();
+    let description = memorize.description.as_deref().unwrap();
+    assert!(
+        description.contains("recall_about") && description.contains("recall_timeline"),
+        "{description}"
+    );
+    let schema = Value::Object((*memorize.input_schema).clone());
+    let props = &schema["properties"];
+    for field in ["subject", "entities", "relations", "event"] {
+        let spec = &props[field];
+        assert!(
+            spec["description"].as_str().is_some_and(|d| d.len() > 40),
+            "{field}: {spec}"
+        );
+        assert!(
+            spec["examples"].as_array().is_some_and(|e| !e.is_empty()),
+            "{field} has no example: {spec}"
+        );
+    }
+    assert_eq!(
+        props["entities"]["examples"][0],
+        json!([{ "name": "Ana Silva", "type": "person", "aliases": ["Ana"] }])
+    );
+    assert_eq!(
+        props["relations"]["examples"][0],
+        json!([{ "from": "Ana Silva", "label": "works at", "to": "Acme" }])
+    );
+    assert_eq!(
+        props["event"]["examples"][0],
+        json!({ "time": "2026-11-20", "place": "Lisbon", "type": "meeting" })
+    );
+    // The parts are spelled out in place (no $ref to resolve), each field described, and
+    // unknown fields refused.
+    let entity = &props["entities"]["items"];
+    let relation = &props["relations"]["items"];
+    let event = &props["event"];
+    for (part, fields, required) in [
+        (entity, vec!["name", "type", "aliases"], vec!["name"]),
+        (
+            relation,
+            vec!["from", "label", "to"],
+            vec!["from", "label", "to"],
+        ),
+        (event, vec!["time", "place", "actor", "type"], vec!["time"]),
+    ] {
+        assert_eq!(part["additionalProperties"], false, "{part}");
+        for field in fields {
+            let described = part["properties"][field]["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty());
+            assert!(described, "{field} has no description: {part}");
+        }
+        assert_eq!(part["required"], json!(required), "{part}");
+    }
+    assert!(!schema.to_string().contains("$ref"), "{schema}");
 }
 
 fn at(text: &str) -> DateTime<Utc> {
@@ -489,11 +698,7 @@ fn at(text: &str) -> DateTime<Utc> {
 
 #[tokio::test]
 async fn recall_timeline_returns_dated_events_oldest_first() {
-    let h = harness(Layers {
-        episodic: true,
-        ..Layers::default()
-    })
-    .await;
+    let h = harness(Layers::default()).await;
     let store = h.store.clone();
     let mut seeded = Vec::new();
     for (content, when, actor) in [
@@ -578,11 +783,7 @@ async fn recall_timeline_returns_dated_events_oldest_first() {
 
 #[tokio::test]
 async fn recall_about_returns_the_entity_dossier() {
-    let h = harness(Layers {
-        graph: true,
-        ..Layers::default()
-    })
-    .await;
+    let h = harness(Layers::default()).await;
     let store = h.store.clone();
     let memory_id: uuid::Uuid = h
         .memorize("Ada Lovelace works with Charles Babbage")

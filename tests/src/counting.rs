@@ -19,6 +19,8 @@ pub const RECALL_METHODS: &[&str] = &["signature", "generation", "build_index", 
 pub struct CountingStore {
     inner: Arc<dyn MemoryStore>,
     calls: Mutex<BTreeMap<&'static str, u64>>,
+    /// Claimed instead of the inner store's, to play a backend with fewer capabilities.
+    claims: Option<Capabilities>,
 }
 
 impl CountingStore {
@@ -26,7 +28,14 @@ impl CountingStore {
         Self {
             inner,
             calls: Mutex::new(BTreeMap::new()),
+            claims: None,
         }
+    }
+
+    /// The same wrapper claiming `capabilities` instead of the inner store's.
+    pub fn claiming(mut self, capabilities: Capabilities) -> Self {
+        self.claims = Some(capabilities);
+        self
     }
 
     /// Calls of one method so far.
@@ -52,7 +61,7 @@ impl CountingStore {
 #[async_trait]
 impl MemoryStore for CountingStore {
     fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+        self.claims.unwrap_or_else(|| self.inner.capabilities())
     }
     async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {
         self.hit("signature").signature().await

@@ -150,6 +150,11 @@ macro_rules! enrichment_suite {
             failed_enrichment_never_loses_the_memory,
             layers_never_change_recall,
             entity_without_a_usable_name_is_refused,
+            caller_structure_feeds_timeline_and_graph,
+            caller_structure_writes_what_extraction_writes,
+            caller_structure_is_written_whole_or_not_at_all,
+            caller_structure_of_a_duplicate_is_kept,
+            retag_keeps_the_memorys_structure,
         );
     };
 }

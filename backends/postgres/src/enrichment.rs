@@ -10,14 +10,16 @@ use cortex_core::records::{
     normalize_entity_name,
 };
 use cortex_core::{
-    EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, StoreError, StoreResult,
+    EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, MemoryRecords, StoreError,
+    StoreResult,
 };
 use deadpool_postgres::{Object, Transaction};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};
+use tokio_postgres::IsolationLevel;
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, edge_of, entity_of, event_of, memory_columns,
-    memory_of, qualified,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, edge_of, entity_of, event_of,
+    link_of, memory_columns, memory_of, qualified,
 };
 use crate::names::Names;
 use crate::pg_err;
@@ -137,6 +139,96 @@ pub(crate) async fn entity_memories(
     );
     let client = pool.get().await?;
     rows(&client, &built).await?.iter().map(memory_of).collect()
+}
+
+/// Every record of one memory, in one snapshot (a read-only repeatable-read transaction).
+pub(crate) async fn memory_records(
+    pool: &Connections,
+    names: &Names,
+    user: &str,
+    memory: &MemoryId,
+) -> Result<MemoryRecords, StoreError> {
+    let events = build(
+        Query::select()
+            .columns(EVENT_COLUMNS)
+            .from(names.table(Events::Table))
+            .and_where(Expr::col(Events::UserId).eq(user))
+            .and_where(Expr::col(Events::MemoryId).eq(*memory))
+            .order_by(Events::Seq, Order::Asc),
+    );
+    let links = build(
+        Query::select()
+            .columns(LINK_COLUMNS)
+            .from(names.table(MemoryEntities::Table))
+            .and_where(Expr::col(MemoryEntities::UserId).eq(user))
+            .and_where(Expr::col(MemoryEntities::MemoryId).eq(*memory))
+            .order_by(MemoryEntities::EntityId, Order::Asc),
+    );
+    let edges = build(
+        Query::select()
+            .columns(EDGE_COLUMNS)
+            .from(names.table(EntityEdges::Table))
+            .and_where(Expr::col(EntityEdges::UserId).eq(user))
+            .and_where(Expr::col(EntityEdges::MemoryId).eq(*memory))
+            .order_by(EntityEdges::Seq, Order::Asc),
+    );
+    let mut client = pool.get().await?;
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg_err)?;
+    let events = rows(&tx, &events)
+        .await?
+        .iter()
+        .map(event_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let links = rows(&tx, &links)
+        .await?
+        .iter()
+        .map(link_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let edges = rows(&tx, &edges)
+        .await?
+        .iter()
+        .map(edge_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ids: Vec<EntityId> = links
+        .iter()
+        .map(|l| l.entity_id)
+        .chain(edges.iter().flat_map(|e| [e.source, e.target]))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // sea-query writes an empty IN list as a constant; there is nothing to read anyway.
+    let entities = match ids.is_empty() {
+        true => Vec::new(),
+        false => {
+            let entities = build(
+                Query::select()
+                    .columns(ENTITY_COLUMNS)
+                    .from(names.table(Entities::Table))
+                    .and_where(Expr::col(Entities::UserId).eq(user))
+                    .and_where(Expr::col(Entities::Id).is_in(ids))
+                    .order_by(Entities::CreatedAt, Order::Asc)
+                    .order_by(Entities::Id, Order::Asc),
+            );
+            rows(&tx, &entities)
+                .await?
+                .iter()
+                .map(entity_of)
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    tx.commit().await.map_err(pg_err)?;
+    Ok(MemoryRecords {
+        events,
+        links: links.into_iter().map(|l| (l.entity_id, l.role)).collect(),
+        edges,
+        entities,
+    })
 }
 
 impl PostgresStore {
@@ -262,6 +354,16 @@ impl EnrichmentStore for PostgresStore {
             user,
             entity,
             max,
+        ))
+        .await
+    }
+
+    async fn memory_records(&self, user: &str, memory_id: &MemoryId) -> StoreResult<MemoryRecords> {
+        self.bounded(memory_records(
+            self.connections(),
+            self.names(),
+            user,
+            memory_id,
         ))
         .await
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
 use cortex_core::hybrid::ScoredMemory;
-use cortex_core::record_tx::require_memory;
+use cortex_core::record_tx::{self, require_memory};
 use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
@@ -426,6 +426,7 @@ impl MemoryStore for PostgresStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             search: self.inner.config.pushdown,
+            records: true,
             persistent: true,
             shared: true,
         }
@@ -443,6 +444,7 @@ impl MemoryStore for PostgresStore {
     ) -> StoreResult<Added> {
         self.bounded(async {
             validate_embedding(embedding, signature.dimension).map_err(pg_err)?;
+            memory.check_records()?;
             let doc = DocTerms::of(&memory.content)?;
             let names = self.names();
             let insert_memory = build(
@@ -497,6 +499,11 @@ impl MemoryStore for PostgresStore {
                 None => return Err(StoreError::Corrupt("insert returned no seq".into())),
             };
             sql::execute(&tx, &postings).await?;
+            // Before the supersessions: a correction refused below takes its records back.
+            if let Some(records) = &memory.records {
+                let mut records_tx = PgRecords::new(&tx, names);
+                record_tx::record_extraction(&mut records_tx, &memory.user_id, records).await?;
+            }
             for s in &memory.supersedes {
                 // The users row locked by the bump serialises the user's writers, so this
                 // is race-free: two corrections of one memory cannot both commit.

@@ -572,6 +572,7 @@ async fn transfer_keeps_expiry() {
     let past = clock.now - Duration::hours(2);
     let expired = NewMemory {
         expires_at: Some(clock.now - Duration::hours(1)),
+        records: None,
         ..NewMemory::new(
             USER,
             "deploy release friday expired",
@@ -619,6 +620,7 @@ async fn transfer_keeps_expiry() {
                 created_at: s.memory.created_at,
                 supersedes: Vec::new(),
                 expires_at: s.memory.expires_at,
+                records: None,
             },
             embedding: s.embedding.clone(),
         })

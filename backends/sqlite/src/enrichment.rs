@@ -7,12 +7,14 @@ use cortex_core::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, TimeRange, TimelineEntry,
     normalize_entity_name,
 };
-use cortex_core::{EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, StoreResult};
+use cortex_core::{
+    EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, MemoryRecords, StoreResult,
+};
 use rusqlite::params;
 
 use crate::codec::{
-    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_of, encode_id,
-    encode_time, entity_of, event_of, query_rows,
+    EDGE_COLUMNS, ENTITY_COLUMNS, EVENT_COLUMNS, LINK_COLUMNS, MEMORY_COLUMNS, MemoryRow, edge_of,
+    encode_id, encode_time, entity_of, event_of, link_of, query_rows,
 };
 use crate::codec::{LIVE, query_memories};
 use crate::db_err;
@@ -160,6 +162,53 @@ impl EnrichmentStore for SqliteStore {
                  ORDER BY m.seq DESC LIMIT ?3"
             );
             query_memories(conn, &sql, params![user, entity, limit])
+        })
+        .await
+    }
+
+    async fn memory_records(&self, user: &str, memory_id: &MemoryId) -> StoreResult<MemoryRecords> {
+        let (user, id) = (user.to_owned(), encode_id(memory_id));
+        self.run(move |conn| {
+            let of_memory = |columns: &str, table: &str, order: &str| {
+                format!(
+                    "SELECT {columns} FROM {table}
+                     WHERE user_id = ?1 AND memory_id = ?2 ORDER BY {order}"
+                )
+            };
+            let args = params![user, id];
+            let events = query_rows(
+                conn,
+                &of_memory(EVENT_COLUMNS, "events", "rowid"),
+                args,
+                event_of,
+            )?;
+            let links = query_rows(
+                conn,
+                &of_memory(LINK_COLUMNS, "memory_entities", "rowid"),
+                args,
+                link_of,
+            )?;
+            let edges = query_rows(
+                conn,
+                &of_memory(EDGE_COLUMNS, "entity_edges", "seq"),
+                args,
+                edge_of,
+            )?;
+            let sql = format!(
+                "SELECT {ENTITY_COLUMNS} FROM entities
+                 WHERE user_id = ?1 AND id IN (
+                     SELECT entity_id FROM memory_entities WHERE user_id = ?1 AND memory_id = ?2
+                     UNION SELECT source FROM entity_edges WHERE user_id = ?1 AND memory_id = ?2
+                     UNION SELECT target FROM entity_edges WHERE user_id = ?1 AND memory_id = ?2)
+                 ORDER BY rowid"
+            );
+            let entities = query_rows(conn, &sql, args, entity_of)?;
+            Ok(MemoryRecords {
+                events,
+                links: links.into_iter().map(|l| (l.entity_id, l.role)).collect(),
+                edges,
+                entities,
+            })
         })
         .await
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cortex_core::record_tx::{self, run_ready};
 use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
@@ -20,6 +21,7 @@ use crate::codec::{
 use crate::db_err;
 use crate::listing::list_statement;
 use crate::meta::{bump_generation, read_generation, read_signature};
+use crate::records::{BACKEND, SqliteRecords};
 use crate::schema::migrate;
 use crate::writes::{check_signature, insert_memory, insert_supersession};
 
@@ -266,6 +268,7 @@ impl MemoryStore for SqliteStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             search: false,
+            records: true,
             persistent: true,
             shared: true,
         }
@@ -283,9 +286,18 @@ impl MemoryStore for SqliteStore {
     ) -> StoreResult<Added> {
         let (memory, embedding) = (memory.clone(), embedding.to_vec());
         let signature = signature.clone();
+        memory.check_records()?;
         self.write(move |tx| {
             check_signature(tx, &signature)?;
             let seq = insert_memory(tx, &memory, &embedding)?;
+            // Before the supersessions: a correction refused below takes its records back.
+            if let Some(records) = &memory.records {
+                let mut records_tx = SqliteRecords(tx);
+                run_ready(
+                    BACKEND,
+                    record_tx::record_extraction(&mut records_tx, &memory.user_id, records),
+                )?;
+            }
             for s in &memory.supersedes {
                 // Inside the write: two corrections of one memory cannot both commit.
                 let superseded: bool = tx

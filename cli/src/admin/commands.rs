@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
-use cortex_app::FilterError;
 use cortex_app::dates::parse_instant;
 use cortex_app::engine::open_store;
-use cortex_core::{MemorizeOptions, Memory, MemoryFilter, MemoryKind, Retag, StoredMemory};
+use cortex_app::{FilterError, StructureArgs};
+use cortex_core::{
+    MemorizeOptions, Memory, MemoryFilter, MemoryKind, MemoryStructure, Retag, StoredMemory,
+};
 use serde::Serialize;
 use serde_json::json;
 
@@ -55,18 +57,46 @@ fn filter_of(args: &FilterArgs) -> Result<MemoryFilter, AdminError> {
     })
 }
 
+/// `--structure`: the JSON object of [`StructureArgs`], checked before the store is
+/// opened; `None` when it gives nothing.
+fn structure_of(text: &str) -> Result<Option<MemoryStructure>, AdminError> {
+    let refused = |why: String| {
+        AdminError::Usage(format!(
+            "--structure is not a structure object ({why}); give JSON such as \
+             {{\"entities\": [{{\"name\": \"Ana Silva\", \"type\": \"person\"}}], \
+             \"relations\": [{{\"from\": \"Ana Silva\", \"label\": \"works at\", \
+             \"to\": \"Acme\"}}], \"event\": {{\"time\": \"2026-11-20\"}}}}"
+        ))
+    };
+    // An object, not serde's positional form of a struct (`[]` would read as empty).
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| refused(e.to_string()))?;
+    if !value.is_object() {
+        return Err(refused("it must be a JSON object".into()));
+    }
+    let args: StructureArgs = serde_json::from_value(value).map_err(|e| refused(e.to_string()))?;
+    Ok(args.into_structure()?)
+}
+
 pub async fn add(args: AddArgs) -> Result<(), AdminError> {
     let kind: MemoryKind = args.kind.parse()?;
     let created_at = parse_instant("--created-at", args.created_at.as_deref())
         .map_err(|e| AdminError::Usage(e.to_string()))?;
     let expires_at = parse_instant("--expires-at", args.expires_at.as_deref())
         .map_err(|e| AdminError::Usage(e.to_string()))?;
+    let structure = args
+        .structure
+        .as_deref()
+        .map(structure_of)
+        .transpose()?
+        .flatten();
     let options = MemorizeOptions {
         created_at,
         replaces: args.replaces.clone(),
         reason: None,
         skip_extraction: false,
         expires_at,
+        structure,
     };
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine

@@ -226,6 +226,7 @@ fn validate_memory(line: usize, m: &MemoryLine, user: &str) -> Result<NewMemory,
     Ok(NewMemory {
         id: m.id,
         expires_at,
+        records: None,
         ..new
     })
 }

@@ -121,26 +121,37 @@ impl CortexMemory {
             layers.graph,
         );
         let extraction = parse_extraction(&self.generate(&prompt).await?)?;
-        let mut records = ExtractionRecords::new(memory.id);
-        if layers.episodic
-            && let Some(event) = &extraction.event
-        {
-            records.event = Some(Event {
-                memory_id: memory.id,
-                event_time: event.event_time,
-                actor: event.actor.clone(),
-                location: event.location.clone(),
-                event_type: event.event_type.clone(),
-            });
-        }
-        if layers.graph {
-            graph_records(&extraction, &mut records);
-        }
+        let records = extraction_records(memory.id, &extraction, layers.episodic, layers.graph);
         if !records.is_empty() {
             store.record_extraction(&memory.user_id, &records).await?;
         }
         Ok(())
     }
+}
+
+/// The records an extraction of memory `memory_id` writes: its event when `event`, its
+/// graph facts when `graph`. The extraction layer and the caller's own structure both go
+/// through here, so the two write the same records.
+pub(super) fn extraction_records(
+    memory_id: MemoryId,
+    extraction: &Extraction,
+    event: bool,
+    graph: bool,
+) -> ExtractionRecords {
+    let mut records = ExtractionRecords::new(memory_id);
+    if event && let Some(e) = &extraction.event {
+        records.events.push(Event {
+            memory_id,
+            event_time: e.event_time,
+            actor: e.actor.clone(),
+            location: e.location.clone(),
+            event_type: e.event_type.clone(),
+        });
+    }
+    if graph {
+        graph_records(extraction, &mut records);
+    }
+    records
 }
 
 /// The entities (the user as the synthetic `self` node), the memory's links to its subject

@@ -10,7 +10,8 @@ use crate::reader::extraction::canonical_entity_name;
 use crate::records::{TimeRange, TimelineEntry, normalize_entity_name};
 
 impl CortexMemory {
-    /// Dated events in `range`, oldest first, with their memories. Needs the episodic layer.
+    /// Dated events in `range`, oldest first, with their memories: those the caller gave
+    /// with memorize and those the episodic layer extracted.
     pub async fn timeline(
         &self,
         user: &str,
@@ -19,12 +20,6 @@ impl CortexMemory {
     ) -> Result<Vec<TimelineEntry>> {
         validate_user(user)?;
         check_limit("limit", limit)?;
-        if !self.config.layers.episodic {
-            return Err(CortexError::LayerDisabled {
-                layer: "episodic",
-                variable: "CORTEX_EPISODIC",
-            });
-        }
         if let (Some(since), Some(until)) = (range.since, range.until)
             && since > until
         {
@@ -35,16 +30,11 @@ impl CortexMemory {
 
     /// What the entity graph holds about `entity` (found by name or alias): its
     /// relationships both ways and its linked memories, newest first, at most `limit`.
-    /// A keyed read: no embed and no model call. Needs the graph layer.
+    /// A keyed read: no embed and no model call. The graph holds what callers gave with
+    /// memorize and what the graph layer extracted.
     pub async fn recall_about(&self, user: &str, entity: &str, limit: usize) -> Result<Dossier> {
         validate_user(user)?;
         check_limit("limit", limit)?;
-        if !self.config.layers.graph {
-            return Err(CortexError::LayerDisabled {
-                layer: "graph",
-                variable: "CORTEX_GRAPH",
-            });
-        }
         if normalize_entity_name(entity).is_empty() {
             return Err(CortexError::invalid("entity", "must not be empty"));
         }
@@ -81,7 +71,7 @@ impl CortexMemory {
         })
     }
 
-    fn records(&self) -> Result<&dyn EnrichmentStore> {
+    pub(super) fn records(&self) -> Result<&dyn EnrichmentStore> {
         match &self.enrichment {
             Some(store) => Ok(store.as_ref()),
             None => Err(StoreError::Unsupported("enrichment records").into()),

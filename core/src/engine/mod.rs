@@ -10,6 +10,8 @@ pub use index_cache::CacheStats;
 pub use enrichment::EnrichmentError;
 pub use history::HistoryEntry;
 
+use enrichment::extraction_records;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,21 +24,22 @@ use uuid::Uuid;
 
 use crate::clock::{Clock, SystemClock};
 use crate::embedding::validate_embedding;
-use crate::enrichment_store::EnrichmentStore;
+use crate::enrichment_store::{EnrichmentStore, MemoryRecords};
 use crate::error::StoreError;
 use crate::error::{CortexError, EmbeddingProblem, Result};
 use crate::filter::MemoryFilter;
 use crate::hybrid::{ScoredMemory, hybrid_retrieve_filtered};
 use crate::index::MemoryIndex;
 use crate::memory::{
-    DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, NewMemory, validate_content,
-    validate_user,
+    DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, validate_content, validate_user,
 };
+use crate::new_memory::NewMemory;
 use crate::profile::Tier;
 use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
 use crate::reranker::{RerankHit, Reranker};
 use crate::signature::EmbeddingSignature;
 use crate::store::{BuiltIndex, Generation, ListQuery, MemoryStore, SearchRequest};
+use crate::structure::MemoryStructure;
 use crate::tokenizer::query_terms;
 use crate::usage::{CallKind, ProviderUsage, UsageMeter};
 use index_cache::IndexCache;
@@ -294,6 +297,21 @@ impl CortexMemory {
         tags: &[String],
         options: &MemorizeOptions,
     ) -> Result<Memorized> {
+        self.memorize_carrying(user, content, kind, tags, options, None)
+            .await
+    }
+
+    /// [`memorize_with`](Self::memorize_with), writing `carried` (another version's
+    /// records) with the memory.
+    async fn memorize_carrying(
+        &self,
+        user: &str,
+        content: &str,
+        kind: MemoryKind,
+        tags: &[String],
+        options: &MemorizeOptions,
+        carried: Option<MemoryRecords>,
+    ) -> Result<Memorized> {
         let mut new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
         if let Some(at) = options.created_at {
             new = new.dated(at)?;
@@ -308,6 +326,26 @@ impl CortexMemory {
         if let Some(old) = replaced {
             let reason = options.reason.as_deref().unwrap_or(REPLACED_BY_CALLER);
             new = new.replacing(old, reason);
+        }
+        // The caller's structure is checked, like every argument, before the embed call.
+        let structure = match &options.structure {
+            Some(s) if !s.is_empty() => {
+                if !self.store.capabilities().records {
+                    return Err(StoreError::Unsupported(
+                        "entities and events written with a memory",
+                    )
+                    .into());
+                }
+                Some(s.validated()?)
+            }
+            _ => None,
+        };
+        if let Some(x) = &structure {
+            let records = extraction_records(new.id, x, true, true);
+            new = new.with_records(records);
+        } else if let Some(carried) = carried.filter(|c| !c.is_empty()) {
+            let records = carried.for_memory(new.id);
+            new = new.with_records(records);
         }
         let signature = self.guard_signature().await?.1;
         let vector = self
@@ -332,6 +370,11 @@ impl CortexMemory {
                 .iter()
                 .find(|(_, cos)| *cos >= self.config.dedup_threshold)
         {
+            // The memory is known already; what the caller says about it is still kept.
+            if let Some(x) = &structure {
+                let records = extraction_records(existing.id, x, true, true);
+                self.records()?.record_extraction(user, &records).await?;
+            }
             return Ok(Memorized {
                 memory: existing.clone(),
                 status: MemorizeStatus::Duplicate,
@@ -376,8 +419,10 @@ impl CortexMemory {
                 }
             }
         }
+        // The caller's own structure stands in for the model's reading of the memory.
         if (layers.episodic || layers.graph)
             && !options.skip_extraction
+            && structure.is_none()
             && let Err(e) = self.extract(&memory).await
         {
             self.enrichment_failed("extraction", &memory, &e);
@@ -736,8 +781,15 @@ impl CortexMemory {
             reason: Some(format!("retagged: {}", what.join("; "))),
             skip_extraction: true,
             expires_at: old.expires_at,
+            structure: None,
         };
-        self.memorize_with(user, &old.content, kind, &tags, &options)
+        // The new version keeps the old one's events, entity links and relationships,
+        // written with it, so the timeline and the dossier follow the memory.
+        let carried = match (&self.enrichment, self.store.capabilities().records) {
+            (Some(records), true) => Some(records.memory_records(user, &id).await?),
+            _ => None,
+        };
+        self.memorize_carrying(user, &old.content, kind, &tags, &options, carried)
             .await
     }
 
@@ -891,7 +943,7 @@ impl CortexMemory {
 pub const REPLACED_BY_CALLER: &str = "replaced by the caller";
 
 /// What [`CortexMemory::memorize_with`] may add to a memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemorizeOptions {
     /// When it became true, if not now (not in the future).
     pub created_at: Option<DateTime<Utc>>,
@@ -904,6 +956,10 @@ pub struct MemorizeOptions {
     pub skip_extraction: bool,
     /// When the memory expires (after now): from then on it is never recalled.
     pub expires_at: Option<DateTime<Utc>>,
+    /// What the caller knows about the memory (its entities, their relations, its event):
+    /// written with it in its transaction, as the extraction layer's records, whatever the
+    /// layer flags; the extraction call is then not made.
+    pub structure: Option<MemoryStructure>,
 }
 
 /// A change of a memory's kind or tags (see [`CortexMemory::retag`]).

@@ -5,14 +5,14 @@ use async_trait::async_trait;
 
 use super::InMemoryStore;
 use super::records::BACKEND;
-use crate::enrichment_store::{EnrichmentStore, ExtractionRecords};
+use crate::enrichment_store::{EnrichmentStore, ExtractionRecords, MemoryRecords};
+use crate::error::StoreResult;
 use crate::memory::{Memory, MemoryId};
 use crate::record_tx::{self, RecordTx, run_ready};
 use crate::records::{
     Entity, EntityEdge, EntityId, EntityRole, EntityUpsert, Event, TimeRange, TimelineEntry,
     normalize_entity_name,
 };
-use crate::store::StoreResult;
 use crate::transfer::EntityLink;
 
 #[async_trait]
@@ -114,6 +114,45 @@ impl EnrichmentStore for InMemoryStore {
                 .take(limit)
                 .map(|(m, _)| m.clone())
                 .collect()
+        }))
+    }
+
+    async fn memory_records(&self, user: &str, memory_id: &MemoryId) -> StoreResult<MemoryRecords> {
+        Ok(self.with_user(user, |d| {
+            let mut records = MemoryRecords {
+                events: d
+                    .events
+                    .iter()
+                    .filter(|e| &e.memory_id == memory_id)
+                    .cloned()
+                    .collect(),
+                links: d
+                    .links
+                    .iter()
+                    .filter(|(m, _, _)| m == memory_id)
+                    .map(|(_, e, role)| (*e, *role))
+                    .collect(),
+                edges: d
+                    .edges
+                    .iter()
+                    .filter(|e| e.memory_id.as_ref() == Some(memory_id))
+                    .cloned()
+                    .collect(),
+                entities: Vec::new(),
+            };
+            let named: Vec<EntityId> = records
+                .links
+                .iter()
+                .map(|(e, _)| *e)
+                .chain(records.edges.iter().flat_map(|e| [e.source, e.target]))
+                .collect();
+            records.entities = d
+                .entities
+                .iter()
+                .filter(|e| named.contains(&e.id))
+                .cloned()
+                .collect();
+            records
         }))
     }
 }

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::InMemoryStore;
 use crate::error::StoreError;
+use crate::error::StoreResult;
 use crate::keys::{KeyStore, StoredKey};
-use crate::store::StoreResult;
 
 #[async_trait]
 impl KeyStore for InMemoryStore {

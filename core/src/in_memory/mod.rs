@@ -7,7 +7,9 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::index::MemoryIndex;
-use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::memory::{Memory, MemoryId};
+use crate::new_memory::NewMemory;
+use crate::record_tx::{self, run_ready};
 use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
 use crate::store::{
@@ -118,18 +120,46 @@ impl State {
                 return Err(StoreError::AlreadySuperseded(s.old_id));
             }
         }
-        if self.signature.is_none() {
+        memory.check_records()?;
+        let first_signature = self.signature.is_none();
+        if first_signature {
             self.signature = Some(signature.clone());
         }
         self.last_seq += 1;
         let seq = self.last_seq;
-        let supersedes = memory.supersedes.clone();
         let stored = memory.clone().into_memory(seq);
         let data = self.users.entry(memory.user_id.clone()).or_default();
+        let kept_supersessions = data.supersessions.len();
         data.seq_of.insert(stored.id, seq);
-        data.supersessions.extend(supersedes);
+        data.supersessions.extend(memory.supersedes.iter().cloned());
         data.memories
             .insert(seq, (stored.clone(), embedding.to_vec()));
+        if let Some(records) = &memory.records {
+            let mut tx = Tx::new(self);
+            let written = run_ready(
+                records::BACKEND,
+                record_tx::record_extraction(&mut tx, &memory.user_id, records),
+            );
+            match written {
+                Ok(_) => tx.commit(),
+                // The records' own writes are undone as `tx` drops; the memory's here.
+                Err(e) => {
+                    drop(tx);
+                    if let Some(data) = self.users.get_mut(&memory.user_id) {
+                        data.seq_of.remove(&stored.id);
+                        data.memories.remove(&seq);
+                        data.supersessions.truncate(kept_supersessions);
+                    }
+                    if first_signature {
+                        self.signature = None;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let Some(data) = self.users.get_mut(&memory.user_id) else {
+            return Err(StoreError::Corrupt("the user written to is gone".into()));
+        };
         let generation = data.bump();
         Ok(Added {
             memory: stored,
@@ -177,7 +207,10 @@ impl InMemoryStore {
 #[async_trait]
 impl MemoryStore for InMemoryStore {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
+        Capabilities {
+            records: true,
+            ..Capabilities::default()
+        }
     }
 
     async fn signature(&self) -> StoreResult<Option<EmbeddingSignature>> {

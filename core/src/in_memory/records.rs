@@ -3,10 +3,10 @@
 
 use super::{State, UserData};
 use crate::error::StoreError;
+use crate::error::StoreResult;
 use crate::memory::MemoryId;
 use crate::record_tx::{LockScope, RecordTx};
 use crate::records::{Entity, EntityEdge, EntityId, Event};
-use crate::store::StoreResult;
 use crate::transfer::EntityLink;
 
 /// The name [`run_ready`](crate::record_tx::run_ready) gives this store in an error.

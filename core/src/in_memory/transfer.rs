@@ -5,11 +5,12 @@ use async_trait::async_trait;
 use super::InMemoryStore;
 use super::records::BACKEND;
 use crate::error::StoreError;
-use crate::memory::{Memory, MemoryId, NewMemory};
+use crate::error::StoreResult;
+use crate::memory::{Memory, MemoryId};
+use crate::new_memory::NewMemory;
 use crate::record_tx::{self, existing_id, run_ready};
 use crate::records::{Entity, EntityEdge, Event};
 use crate::signature::EmbeddingSignature;
-use crate::store::StoreResult;
 use crate::transfer::{
     EntityLink, Imported, ImportedEntity, Record, RecordKind, StoredMemory, Switch, TransferStore,
 };

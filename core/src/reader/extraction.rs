@@ -163,7 +163,7 @@ pub fn canonical_entity_name(name: &str) -> String {
 }
 
 /// `Works With` -> `works_with`; empty after cleaning -> None.
-fn normalize_label(label: &str) -> Option<String> {
+pub fn normalize_label(label: &str) -> Option<String> {
     let words: Vec<String> = label
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())

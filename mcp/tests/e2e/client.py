@@ -186,8 +186,8 @@ async def exercise(session: ClientSession, checks: Checks) -> None:
     refused(
         checks,
         await session.call_tool("recall_about", {"entity": "Ada"}),
-        "recall_about with the graph layer off",
-        "CORTEX_GRAPH=1",
+        "recall_about of an entity never given",
+        "no entity named",
     )
     refused(
         checks,
@@ -196,12 +196,54 @@ async def exercise(session: ClientSession, checks: Checks) -> None:
         "invalid since",
         "YYYY-MM-DD",
     )
+    empty = structured(checks, await session.call_tool("recall_timeline", {}), "an empty timeline")
+    checks.check(empty == {"events": []}, f"no events yet, no layer flag needed ({empty})")
     refused(
         checks,
-        await session.call_tool("recall_timeline", {}),
-        "recall_timeline with the episodic layer off",
-        "CORTEX_EPISODIC=1",
+        await session.call_tool(
+            "memorize", {"content": "x", "event": {"time": "next tuesday", "place": "Lisbon"}}
+        ),
+        "a structure with a bad event time",
+        "invalid event",
+        "next tuesday",
     )
+
+    # The caller's structure: entities, a relation and an event, read back with no layer
+    # flag and no model on the server.
+    met = structured(
+        checks,
+        await session.call_tool(
+            "memorize",
+            {
+                "content": "Met Ana Silva from Acme in Lisbon on 2026-11-20",
+                "subject": "Ana Silva",
+                "entities": [{"name": "Ana Silva", "type": "person", "aliases": ["Ana"]}],
+                "relations": [{"from": "Ana Silva", "label": "works at", "to": "Acme"}],
+                "event": {"time": "2026-11-20", "place": "Lisbon", "type": "meeting"},
+            },
+        ),
+        "memorize with structure",
+    )
+    met_id = met.get("id", "")
+    about = structured(
+        checks, await session.call_tool("recall_about", {"entity": "ana"}), "recall_about"
+    )
+    checks.check(about.get("entity", {}).get("name") == "Ana Silva", f"found by alias ({about})")
+    relations = [
+        (r.get("label"), r.get("other", {}).get("name")) for r in about.get("relationships", [])
+    ]
+    checks.check(relations == [("works_at", "Acme")], f"the relation ({relations})")
+    about_ids = [m.get("id") for m in about.get("memories", [])]
+    checks.check(about_ids == [met_id], f"the memory is linked ({about_ids})")
+    timeline = structured(checks, await session.call_tool("recall_timeline", {}), "recall_timeline")
+    events = timeline.get("events", [])
+    checks.check(
+        [(e.get("event_time"), e.get("location"), e.get("memory", {}).get("id")) for e in events]
+        == [("2026-11-20T00:00:00Z", "Lisbon", met_id)],
+        f"the event ({events})",
+    )
+    # Gone again, so the id-prefix checks below see only their own memories.
+    structured(checks, await session.call_tool("forget", {"memory_id": met_id}), "forget it")
 
     # An ambiguous prefix: memorize until two ids share their first 4 hex characters.
     by_prefix: dict[str, list[str]] = {}

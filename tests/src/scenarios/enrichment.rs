@@ -502,11 +502,11 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
     assert_eq!(engine.count(&a).await.unwrap(), 2);
 }
 
-/// The engine's keyed reads: refused with the variable to set while a layer is off; with it
-/// on, the timeline and the dossier (relationships both ways, memories newest first)
-/// without a single provider call.
+/// The engine's keyed reads: refused while the engine has no enrichment handle; with one,
+/// and no layer flag at all (the records may come from the caller), the timeline and the
+/// dossier (relationships both ways, memories newest first) without a single provider call.
 pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
-    use cortex_core::{CortexError, CortexMemory, Direction, EngineConfig, Layers};
+    use cortex_core::{CortexError, CortexMemory, Direction};
     use std::sync::Arc;
 
     let storage = factory.create().await;
@@ -516,30 +516,15 @@ pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
     let u = user("reads");
     assert!(matches!(
         off.timeline(&u, &TimeRange::default(), 10).await,
-        Err(CortexError::LayerDisabled {
-            variable: "CORTEX_EPISODIC",
-            ..
-        })
+        Err(CortexError::Store(StoreError::Unsupported(_)))
     ));
     assert!(matches!(
         off.recall_about(&u, "Dana", 10).await,
-        Err(CortexError::LayerDisabled {
-            variable: "CORTEX_GRAPH",
-            ..
-        })
+        Err(CortexError::Store(StoreError::Unsupported(_)))
     ));
 
     let fake = Arc::new(cortex_providers::FakeProvider::new(crate::support::DIM));
-    let config = EngineConfig {
-        layers: Layers {
-            episodic: true,
-            graph: true,
-            ..Layers::default()
-        },
-        ..EngineConfig::default()
-    };
-    let on = CortexMemory::with_config(store.clone(), fake.clone(), config)
-        .with_enrichment(records.clone());
+    let on = CortexMemory::new(store.clone(), fake.clone()).with_enrichment(records.clone());
     let m = remember_all(
         &on,
         &u,
@@ -643,7 +628,7 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
     let m = remember_all(&engine, &u, &["Ada met Bea in Paris"]).await;
     let good = ExtractionRecords {
         memory_id: m[0].id,
-        event: Some(event(m[0].id, "2024-05-01T09:00:00Z")),
+        events: vec![event(m[0].id, "2024-05-01T09:00:00Z")],
         entities: vec![
             upsert("Ada", &["Ada L."]),
             upsert("Bea", &[]),
@@ -677,10 +662,10 @@ pub async fn extraction_is_written_whole_or_not_at_all(factory: &dyn StoreFactor
     let mut bad_edge = good.clone();
     bad_edge.edges[0].target = 7;
     let mut foreign_event = good.clone();
-    foreign_event.event = Some(event(uuid::Uuid::new_v4(), "2024-05-01T09:00:00Z"));
+    foreign_event.events = vec![event(uuid::Uuid::new_v4(), "2024-05-01T09:00:00Z")];
     let mut missing_memory = good.clone();
     missing_memory.memory_id = uuid::Uuid::new_v4();
-    missing_memory.event = None;
+    missing_memory.events.clear();
     for (what, bad) in [
         ("bad edge", &bad_edge),
         ("foreign event", &foreign_event),

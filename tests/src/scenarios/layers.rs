@@ -359,7 +359,50 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
         plain.count(&u).await.unwrap(),
         layered_engine.count(&lu).await.unwrap()
     );
+    // The caller's structure writes the same records, and is as invisible to recall.
+    let structured =
+        CortexMemory::new(counting.clone(), fake.clone()).with_enrichment(records(&*storage).await);
+    let su = user("guarantee-structured");
+    for (i, text) in CORPUS.iter().enumerate() {
+        let structure = cortex_core::MemoryStructure {
+            subject: text.split_whitespace().next().map(str::to_owned),
+            relations: vec![cortex_core::StructureRelation {
+                from: "me".into(),
+                label: "noted".into(),
+                to: format!("topic {}", i % 3),
+            }],
+            event: Some(cortex_core::StructureEvent {
+                time: chrono::Utc::now(),
+                place: Some("home".into()),
+                actor: None,
+                event_type: None,
+            }),
+            ..Default::default()
+        };
+        let options = cortex_core::MemorizeOptions {
+            structure: Some(structure),
+            ..Default::default()
+        };
+        structured
+            .memorize_with(&su, text, MemoryKind::Note, &[], &options)
+            .await
+            .unwrap();
+    }
     counting.reset();
+    for query in QUERIES {
+        let plain_hits = plain.recall(&u, query, 8).await.unwrap();
+        let structured_hits = structured.recall(&su, query, 8).await.unwrap();
+        let scored = |hits: &[cortex_core::ScoredMemory]| {
+            hits.iter()
+                .map(|h| (h.memory.content.clone(), h.score.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            scored(&plain_hits),
+            scored(&structured_hits),
+            "caller structure changed recall for {query:?}"
+        );
+    }
     for query in QUERIES {
         let a: Vec<String> = plain
             .recall(&u, query, 8)

@@ -10,6 +10,7 @@ mod layers;
 mod memories;
 mod pushdown;
 mod retrieval;
+mod structure;
 mod transfer;
 mod validation;
 
@@ -23,5 +24,6 @@ pub use layers::*;
 pub use memories::*;
 pub use pushdown::*;
 pub use retrieval::*;
+pub use structure::*;
 pub use transfer::*;
 pub use validation::*;

@@ -70,6 +70,7 @@ async fn write_all(
             created_at: m.memory.created_at,
             supersedes: Vec::new(),
             expires_at: m.memory.expires_at,
+            records: None,
         };
         out.push(
             store
@@ -546,6 +547,7 @@ pub async fn transfer_refuses_ids_of_another_user(factory: &dyn StoreFactory) {
         created_at: m[0].created_at,
         supersedes: Vec::new(),
         expires_at: None,
+        records: None,
     };
     let embedding = vec![0.5; DIM];
     let refused = store.import_memory(&taken, &embedding, &signature).await;
