@@ -16,7 +16,7 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["core/src", "app/src", "backends/sqlite/src", "backends/postgres/src",
-          "providers/src", "mcp/src", "cli/src"]
+          "providers/src", "mcp/src", "cli/src", "web/src"]
 LONG_FUNCTION_DIRS = ["backends/sqlite/src", "backends/postgres/src"]
 MAX_FUNCTION_LINES = 100
 

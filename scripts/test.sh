@@ -8,6 +8,7 @@
 #   without either, the Postgres tests print one skip line each (and fail under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
 # - The local embedder's test model (all-MiniLM-L6-v2), into ~/.cortex/models.
+# - Headless Chromium and chromedriver, for the web page's browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,13 @@ bash scripts/setup-python-client.sh
 if [ -z "${CORTEX_TEST_MODEL_DIR:-}" ]; then
   CORTEX_TEST_MODEL_DIR="$(bash scripts/fetch-test-model.sh)"
   export CORTEX_TEST_MODEL_DIR
+fi
+
+# Headless Chromium and chromedriver for the web page's browser tests (web/tests/browser.rs),
+# from Debian's packages; elsewhere install them yourself (the tests skip without them,
+# and fail under CI).
+if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+  bash scripts/install-chromium.sh >/dev/null
 fi
 
 exec cargo test --workspace --locked "$@"

@@ -57,6 +57,9 @@ pub enum Command {
     Tag(TagArgs),
     /// Deletes the user's expired memories for good.
     Prune(PruneArgs),
+    /// Opens the web page over the local store: serves it on 127.0.0.1 and prints (and
+    /// opens) a link with a one-time token that logs the browser in.
+    Ui(UiArgs),
     /// Counts memories by state, kind and tag, with the signature and the store's size.
     Stats(StatsArgs),
     /// Checks the configuration, the store, the model files and the signature.
@@ -302,6 +305,18 @@ pub struct PruneArgs {
     pub user: UserArg,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Prints the link without opening a browser.
+    #[arg(long)]
+    pub no_open: bool,
+    #[command(flatten)]
+    pub user: UserArg,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use std::time::Instant;
 use cortex_core::{EngineConfig, Tier};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::admin::{commands, doctor, token};
+use crate::admin::{commands, doctor, token, ui};
 use crate::bench::backend::Backend;
 use crate::bench::ingest::{CorpusOptions, Granularity};
 use crate::bench::locomo::report::{
@@ -49,6 +49,7 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
         Command::History(args) => Ok(commands::history(args).await?),
         Command::Tag(args) => Ok(commands::tag(args).await?),
         Command::Prune(args) => Ok(commands::prune(args).await?),
+        Command::Ui(args) => Ok(ui::ui(args).await?),
         Command::Stats(args) => Ok(commands::stats(args).await?),
         Command::Doctor(args) => Ok(doctor::doctor(args).await?),
         Command::Export(args) => Ok(commands::export_cmd(args).await?),

@@ -12,6 +12,7 @@ pub mod progress;
 pub mod reembed;
 pub mod summary;
 pub mod token;
+pub mod ui;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
