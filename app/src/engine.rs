@@ -18,6 +18,8 @@ use crate::config::{ConfigError, ServerConfig, Storage};
 #[derive(Debug)]
 pub struct Engine {
     pub memory: Arc<CortexMemory>,
+    /// The same store, for reading out whole (export, the web page's graph and stats).
+    pub store: Arc<dyn TransferStore>,
     /// The user every call reads and writes as (`CORTEX_USER_ID`).
     pub user_id: String,
     /// Default limit for recall, list and the keyed reads (`CORTEX_TOP_K`).
@@ -93,7 +95,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     let mut memory = CortexMemory::with_config(store.clone(), embedder, engine_config);
     // The entity graph and the timeline are always reachable: callers write them with
     // memorize's structure whatever the layer flags, which only add the model's extraction.
-    memory = memory.with_enrichment(store);
+    memory = memory.with_enrichment(store.clone());
     if let Some(generator) = generator {
         memory = memory.with_llm(generator);
     }
@@ -113,6 +115,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     );
     Ok(Engine {
         memory: Arc::new(memory),
+        store,
         user_id: config.user_id.clone(),
         top_k: config.top_k,
     })

@@ -2,13 +2,16 @@
 //! environment ([`ServerConfig`], every variable in [`ENV_VARS`]), the store it names
 //! ([`open_store`]) and the engine over it ([`build_engine`]). The MCP server and the
 //! `cortex` command both build through here, so an admin command acts on exactly the store
-//! and embedder the server would, and neither application depends on the other.
+//! and embedder the server would, and neither application depends on the other. The export
+//! format and its writer ([`transfer`]) live here too, so the command and the web page write
+//! the same files.
 
 pub mod config;
 pub mod dates;
 pub mod engine;
 pub mod filters;
 pub mod structure;
+pub mod transfer;
 
 pub use config::{
     ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, Storage, StoreSettings, env_var,

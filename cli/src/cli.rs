@@ -5,10 +5,27 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cortex_core::Tier;
 
-use crate::admin::export::ExportFormat;
 use crate::bench::backend::BackendKind;
 use crate::bench::ingest::{Granularity, Labels, Roles};
 use crate::bench::retrieve::Retriever;
+
+/// How `cortex export` writes (`cortex_app::transfer::ExportFormat`, as a flag value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// JSON Lines that `cortex import` reads back (docs/FORMAT.md).
+    Jsonl,
+    /// A document to read; `cortex import` refuses it.
+    Markdown,
+}
+
+impl From<ExportFormat> for cortex_app::transfer::ExportFormat {
+    fn from(format: ExportFormat) -> Self {
+        match format {
+            ExportFormat::Jsonl => Self::Jsonl,
+            ExportFormat::Markdown => Self::Markdown,
+        }
+    }
+}
 
 /// A benchmark's data format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -297,6 +297,13 @@ pub trait TransferStore: MemoryStore + EnrichmentStore {
             .await?;
         Ok(Imported::Written)
     }
+
+    /// Bytes the store takes on disk for every user (a SQLite file with its WAL; the
+    /// Postgres schema's tables and indexes), or `None` when the store cannot tell (the
+    /// in-memory store).
+    async fn size_bytes(&self) -> StoreResult<Option<u64>> {
+        Ok(None)
+    }
 }
 
 // Forward every method, including the defaulted ones, so a wrapped store keeps its own.
@@ -379,6 +386,9 @@ macro_rules! forward_transfer {
             }
             async fn switch_vectors(&self, signature: &EmbeddingSignature) -> StoreResult<Switch> {
                 (**self).switch_vectors(signature).await
+            }
+            async fn size_bytes(&self) -> StoreResult<Option<u64>> {
+                (**self).size_bytes().await
             }
         }
     )*};

@@ -75,9 +75,11 @@ impl BearerToken {
 
     /// Whether an `Authorization` header value carries this token.
     pub fn accepts(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(presented) = bearer(authorization) else {
-            return false;
-        };
+        bearer(authorization).is_some_and(|presented| self.matches(presented))
+    }
+
+    /// Whether `presented` is this token (the web page's login form sends it bare).
+    pub fn matches(&self, presented: &str) -> bool {
         // Slices of different lengths compare unequal at once: that reveals the token's
         // length, which is not the secret part.
         bool::from(presented.as_bytes().ct_eq(&self.0))

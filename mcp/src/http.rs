@@ -33,6 +33,7 @@ use crate::origin::{AllowedOrigins, OriginError, allowed_origins, require_origin
 use crate::rate::{RateGate, UserRate, limit_rate};
 use crate::sessions::{SessionGate, SessionLimitError, SessionLimits, limit_sessions};
 use crate::tools::CortexServer;
+use crate::web::{CredentialLogin, WebPage, WebSettingError};
 use crate::{metrics, oauth};
 
 /// The path MCP is served at.
@@ -54,6 +55,8 @@ pub enum HttpError {
     Origins(#[from] OriginError),
     #[error(transparent)]
     Sessions(#[from] SessionLimitError),
+    #[error(transparent)]
+    Web(#[from] WebSettingError),
     #[error("the HTTP server failed: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -67,6 +70,8 @@ pub struct HttpPolicy {
     pub rate: UserRate,
     /// How long a stop waits for the calls in flight (`CORTEX_HTTP_DRAIN_SECS`).
     pub drain: Duration,
+    /// The web page at `/` (`CORTEX_HTTP_WEB`, `CORTEX_HTTP_WEB_ORIGINS`).
+    pub web: WebPage,
 }
 
 impl HttpPolicy {
@@ -99,12 +104,14 @@ impl HttpPolicy {
                 }
             },
         };
+        let web = WebPage::from_lookup(&lookup)?;
         Ok(Self {
             hosts,
             origins,
             sessions,
             rate,
             drain,
+            web,
         })
     }
 }
@@ -148,8 +155,9 @@ impl Stop {
 
 /// The app: `/mcp` behind the origin guard, the credentials, the rate, the body screen,
 /// the session limits and the in-flight count (outermost first), with rmcp's host guard
-/// inside; unauthenticated `/healthz`, `/readyz` and `/metrics`; all of it inside the
-/// request id and its span.
+/// inside; unauthenticated `/healthz`, `/readyz` and `/metrics`; the web page at `/`
+/// behind its own login with the same credentials; all of it inside the request id and
+/// its span.
 pub fn router(
     engine: Arc<LazyEngine>,
     credentials: Credentials,
@@ -164,6 +172,17 @@ pub fn router(
     };
     let ready = Arc::clone(&engine);
     let scraped = Arc::clone(&engine);
+    let web = policy.web.config().map(|config| {
+        let login = Arc::new(CredentialLogin {
+            credentials: credentials.clone(),
+            engine: Arc::clone(&engine),
+        });
+        cortex_web::router(cortex_web::WebState::with_config(
+            Arc::clone(&engine) as Arc<dyn cortex_web::EngineSource>,
+            login,
+            config,
+        ))
+    });
     let server = match &credentials {
         Credentials::Token(_) => CortexServer::new(engine),
         Credentials::Callers { .. } => CortexServer::new(engine).keyed(),
@@ -222,8 +241,12 @@ pub fn router(
     // Outermost: every request gets an id (the client's `x-request-id`, else a new UUID),
     // every line logged while serving it carries that id in its `request` span, and the
     // answer names it, so a user's report finds its lines.
-    app.merge(guarded)
-        .layer(PropagateRequestIdLayer::x_request_id())
+    let mut app = app.merge(guarded);
+    if let Some(web) = web {
+        // Its own paths (`/`, `/login`, `/memory/...`) and its 404 page for any other.
+        app = app.merge(web);
+    }
+    app.layer(PropagateRequestIdLayer::x_request_id())
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
 }
@@ -296,8 +319,12 @@ pub async fn serve(listener: TcpListener, app: Router, stop: Stop) -> Result<(),
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { signal.cancelled().await })
-        .await
-        .map_err(HttpError::Serve)
+    // The peer's address lets the web login throttle failures per client.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { signal.cancelled().await })
+    .await
+    .map_err(HttpError::Serve)
 }

@@ -30,6 +30,7 @@ pub mod server;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;
+pub mod web;
 
 pub use auth::{BearerToken, Credentials, TokenError};
 pub use config::{ConfigError, ENV_VARS, ServerConfig, Storage, StoreSettings};

@@ -47,6 +47,7 @@ async fn harness(layers: Layers) -> Harness {
     );
     let engine = Engine {
         memory: memory.clone(),
+        store: store.clone(),
         user_id: USER.into(),
         top_k: 10,
     };
@@ -892,10 +893,11 @@ async fn the_engine_is_built_on_first_use_and_a_failed_build_is_retried() {
                         "GEMINI_API_KEY is not set (simulated)".into(),
                     ));
                 }
-                let store = SqliteStore::open(db)?;
-                let memory = CortexMemory::new(Arc::new(store), Arc::new(FakeProvider::new(32)));
+                let store = Arc::new(SqliteStore::open(db)?);
+                let memory = CortexMemory::new(store.clone(), Arc::new(FakeProvider::new(32)));
                 Ok(Engine {
                     memory: Arc::new(memory),
+                    store,
                     user_id: USER.into(),
                     top_k: 3,
                 })

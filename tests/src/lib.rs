@@ -174,6 +174,7 @@ macro_rules! transfer_suite {
             transfer_refuses_ids_of_another_user,
             transfer_imports_check_references_first,
             transfer_names_resolve_to_the_oldest_entity,
+            transfer_size_is_known_on_disk,
         );
     };
 }

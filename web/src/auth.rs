@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use cortex_core::Scope;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
@@ -13,13 +14,45 @@ pub const SESSION_COOKIE: &str = "cortex_session";
 /// The cookie that carries the login form's CSRF token before there is a session.
 pub const LOGIN_COOKIE: &str = "cortex_login";
 
+/// Who a secret opens the page for, and what they may do there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Viewer {
+    pub user: String,
+    /// `Read` sees every page and changes nothing (a read-only API key).
+    pub scope: Scope,
+    /// The API key it came with (its public id), so a revoked key ends its sessions.
+    pub key_id: Option<String>,
+}
+
+impl Viewer {
+    /// A viewer who may read and correct `user`'s memories.
+    pub fn writer(user: impl Into<String>) -> Self {
+        Self {
+            user: user.into(),
+            scope: Scope::Write,
+            key_id: None,
+        }
+    }
+
+    pub fn can_write(&self) -> bool {
+        self.scope == Scope::Write
+    }
+}
+
 /// Maps a secret a person presents (an API key, a token) to the user whose memories it
-/// opens. The hosted server implements it over its key store; `cortex ui` uses
+/// opens. The hosted server implements it over its credentials; `cortex ui` uses
 /// [`OneTimeToken`].
 #[async_trait]
 pub trait Login: Send + Sync + std::fmt::Debug {
-    /// The user `secret` belongs to, or `None` when it opens nothing.
-    async fn user_for_secret(&self, secret: &str) -> Option<String>;
+    /// Who `secret` logs in, or `None` when it opens nothing.
+    async fn viewer_for_secret(&self, secret: &str) -> Option<Viewer>;
+
+    /// Whether a session opened for `viewer` may go on: checked on every request, so a
+    /// key revoked or expired since the login ends its sessions at once.
+    async fn still_valid(&self, viewer: &Viewer) -> bool {
+        let _ = viewer;
+        true
+    }
 }
 
 /// A random token that logs one user in once, as notebook servers do: `cortex ui` prints
@@ -63,21 +96,28 @@ impl OneTimeToken {
 
 #[async_trait]
 impl Login for OneTimeToken {
-    async fn user_for_secret(&self, secret: &str) -> Option<String> {
+    async fn viewer_for_secret(&self, secret: &str) -> Option<Viewer> {
         let mut used = lock(&self.used);
         if *used || !same(secret, &self.token) {
             return None;
         }
         *used = true;
-        Some(self.user.clone())
+        Some(Viewer::writer(self.user.clone()))
     }
 }
 
-/// One logged-in browser: its user and the token every form it posts must carry.
+/// One logged-in browser: who it is and the token every form it posts must carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
-    pub user: String,
+    pub viewer: Viewer,
     pub csrf: String,
+}
+
+impl Session {
+    /// The user whose memories this session sees.
+    pub fn user(&self) -> &str {
+        &self.viewer.user
+    }
 }
 
 #[derive(Debug)]
@@ -107,8 +147,8 @@ impl Sessions {
         self.ttl
     }
 
-    /// Opens a session for `user`; returns its id (the cookie's value).
-    pub fn open(&self, user: String) -> String {
+    /// Opens a session for `viewer`; returns its id (the cookie's value).
+    pub fn open(&self, viewer: Viewer) -> String {
         let id = random_token();
         let now = Instant::now();
         let mut held = lock(&self.held);
@@ -117,7 +157,7 @@ impl Sessions {
             id.clone(),
             Held {
                 session: Session {
-                    user,
+                    viewer,
                     csrf: random_token(),
                 },
                 expires: now + self.ttl,

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use cortex_app::FilterError;
-use cortex_core::CortexError;
+use cortex_core::{CortexError, StoreError};
 use maud::html;
 
 use crate::html::layout;
@@ -24,6 +24,11 @@ pub enum WebError {
     Filter(#[from] FilterError),
     #[error(transparent)]
     Engine(#[from] CortexError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine could not be built (a store that is down, a missing setting).
+    #[error("the memory store is not reachable right now: {0}")]
+    Unavailable(String),
 }
 
 impl WebError {
@@ -33,6 +38,8 @@ impl WebError {
             WebError::Forbidden(_) => StatusCode::FORBIDDEN,
             WebError::NoSuchPage(_) => StatusCode::NOT_FOUND,
             WebError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            WebError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            WebError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Engine(e) => match e {
                 CortexError::NotFound { .. } => StatusCode::NOT_FOUND,
                 CortexError::AmbiguousPrefix { .. } | CortexError::InvalidInput { .. } => {
@@ -46,7 +53,10 @@ impl WebError {
     /// What the page says: the error itself when it is the caller's, a plain sentence
     /// when it is the server's (the detail goes to the log).
     fn message(&self) -> String {
-        if self.status().is_server_error() {
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            tracing::warn!(error = %self, "a web page has no engine");
+            "The memory store is not reachable right now; try again in a moment.".to_owned()
+        } else if self.status().is_server_error() {
             tracing::error!(error = %self, "a web page failed");
             "Something went wrong on the server; the log says what.".to_owned()
         } else {

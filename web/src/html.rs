@@ -27,10 +27,14 @@ pub fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                         nav {
                             a href="/" { "Browse" }
                             a href="/search" { "Search" }
+                            a href="/timeline" { "Timeline" }
+                            a href="/graph" { "Graph" }
+                            a href="/stats" { "Stats" }
+                            a href="/export" { "Export" }
                         }
                         form.logout method="post" action="/logout" {
                             (csrf_field(s))
-                            span.user { (s.user) }
+                            span.user { (s.user()) }
                             button type="submit" { "Log out" }
                         }
                     }
@@ -73,4 +77,34 @@ pub fn content_link(memory: &Memory) -> Markup {
     html! {
         a.content href={ "/memory/" (memory.id) } { (memory.content) }
     }
+}
+
+/// The address of an entity's dossier.
+pub fn entity_href(name: &str) -> String {
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("name", name)
+        .finish();
+    format!("/entity?{query}")
+}
+
+/// A byte count as people read it.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// A relationship's label as people write it: the store keeps `works_on`, a page shows
+/// "works on".
+pub fn label(stored: &str) -> String {
+    stored.replace('_', " ")
 }

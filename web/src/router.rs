@@ -7,13 +7,14 @@ use axum::routing::{get, post};
 
 use crate::assets;
 use crate::error::WebError;
-use crate::pages::{browse, login, memory, search};
+use crate::pages::{browse, entity, export, graph, login, memory, search, stats, timeline};
 use crate::security;
 use crate::state::WebState;
 
 /// The web pages as one router, to serve alone or to `.merge` beside the MCP endpoint
-/// (its paths are `/`, `/search`, `/memory/...`, `/login`, `/logout`, `/assets/...`; any
-/// other path is this router's 404 page). Every response carries the security headers;
+/// (its paths are `/`, `/search`, `/memory/...`, `/timeline`, `/graph`, `/entity`,
+/// `/stats`, `/export...`, `/login`, `/logout`, `/assets/...`; any other path is this
+/// router's 404 page). Every response carries the security headers;
 /// every page but the login needs a session; every write needs the session's CSRF token.
 pub fn router(state: WebState) -> Router {
     let guarded = Router::new()
@@ -23,6 +24,12 @@ pub fn router(state: WebState) -> Router {
         .route("/memory/{id}/forget", post(memory::forget))
         .route("/memory/{id}/retag", post(memory::retag))
         .route("/memory/{id}/replace", post(memory::replace))
+        .route("/timeline", get(timeline::page))
+        .route("/graph", get(graph::page))
+        .route("/entity", get(entity::page))
+        .route("/stats", get(stats::page))
+        .route("/export", get(export::page))
+        .route("/export/download", get(export::download))
         .route("/logout", post(login::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -31,6 +38,7 @@ pub fn router(state: WebState) -> Router {
     Router::new()
         .route("/login", get(login::page).post(login::submit))
         .route("/assets/cortex.css", get(assets::css))
+        .route("/assets/graph.js", get(assets::graph_js))
         .merge(guarded)
         .fallback(not_found)
         .layer(middleware::map_response(security::headers))

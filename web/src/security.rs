@@ -70,10 +70,11 @@ pub fn session_of(state: &WebState, headers: &HeaderMap) -> Option<CurrentSessio
 }
 
 /// Whether a write comes from this site: an `Origin` header, when present, names this
-/// host, and the browser does not call the request cross-site. `Origin: null` (what a
+/// host (or one of `extra`, the public origins of a server behind a proxy that rewrites
+/// `Host`), and the browser does not call the request cross-site. `Origin: null` (what a
 /// browser sends when a page's referrer policy is `no-referrer`, but also what a sandboxed
 /// frame elsewhere sends) passes only when the browser says `Sec-Fetch-Site: same-origin`.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+pub fn same_origin(headers: &HeaderMap, extra: &[String]) -> bool {
     let fetch_site = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
     if fetch_site == Some(b"cross-site") {
         return false;
@@ -83,6 +84,13 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     };
     if origin.as_bytes() == b"null" {
         return fetch_site == Some(b"same-origin");
+    }
+    if let Ok(o) = origin.to_str()
+        && extra
+            .iter()
+            .any(|e| e.trim_end_matches('/').eq_ignore_ascii_case(o))
+    {
+        return true;
     }
     let authority = origin.to_str().ok().and_then(|o| {
         o.strip_prefix("https://")
@@ -99,26 +107,39 @@ pub fn form_field(body: &[u8], name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
-/// Lets a request through only with an open session; a page request without one goes to
-/// the login page. A write must also come from this site and carry the session's CSRF
-/// token; otherwise it is refused (403) before its handler runs.
+/// Lets a request through only with an open session whose credential still holds; a page
+/// request without one goes to the login page. A write must also come from this site,
+/// carry the session's CSRF token and come from a session that may write; otherwise it is
+/// refused (403) before its handler runs.
 pub async fn require_session(
     State(state): State<WebState>,
     request: Request,
     next: Next,
 ) -> Response {
     let reading = matches!(*request.method(), Method::GET | Method::HEAD);
-    let Some(current) = session_of(&state, request.headers()) else {
+    let mut current = session_of(&state, request.headers());
+    if let Some(c) = &current
+        && !state.login.still_valid(&c.session.viewer).await
+    {
+        // The key was revoked or expired since the login: the session ends with it.
+        state.sessions.close(&c.id);
+        current = None;
+    }
+    let Some(current) = current else {
         return if reading {
             Redirect::to("/login").into_response()
         } else {
             WebError::Forbidden("you are not logged in").into_response()
         };
     };
+    let logging_out = request.uri().path() == "/logout";
+    if !reading && !logging_out && !current.session.viewer.can_write() {
+        return WebError::Forbidden("this key can only read; nothing was changed").into_response();
+    }
     let mut request = if reading {
         request
     } else {
-        match checked_write(request, &current.session).await {
+        match checked_write(request, &current.session, &state.config.extra_origins).await {
             Ok(request) => request,
             Err(e) => return e.into_response(),
         }
@@ -128,8 +149,12 @@ pub async fn require_session(
 }
 
 /// The write, unchanged, when it is same-origin and carries the session's CSRF token.
-async fn checked_write(request: Request, session: &Session) -> Result<Request, WebError> {
-    if !same_origin(request.headers()) {
+async fn checked_write(
+    request: Request,
+    session: &Session,
+    extra_origins: &[String],
+) -> Result<Request, WebError> {
+    if !same_origin(request.headers(), extra_origins) {
         return Err(WebError::Forbidden(
             "this form was sent from another site; nothing was changed",
         ));

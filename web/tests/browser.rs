@@ -20,8 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use cortex_core::{CortexMemory, MemoryKind};
-use cortex_web::{Login, OneTimeToken, SESSION_COOKIE, WebConfig};
+use cortex_app::engine::Engine;
+use cortex_core::MemoryKind;
+use cortex_web::{Login, OneTimeToken, SESSION_COOKIE, Viewer, WebConfig};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
@@ -126,6 +127,11 @@ impl Driver {
 
     /// A fresh headless browser: its own profile, so its own cookies.
     async fn browser(&self) -> Client {
+        self.browser_saving_to(None).await
+    }
+
+    /// A fresh headless browser that saves downloads into `downloads`, without asking.
+    async fn browser_saving_to(&self, downloads: Option<&std::path::Path>) -> Client {
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".to_owned(), json!("chrome"));
         caps.insert(
@@ -139,6 +145,10 @@ impl Driver {
                     "--disable-dev-shm-usage",
                     "--window-size=1280,900",
                 ],
+                "prefs": {
+                    "download.default_directory": downloads,
+                    "download.prompt_for_download": false,
+                },
             }),
         );
         ClientBuilder::new(HttpConnector::new())
@@ -173,10 +183,10 @@ struct Logins {
 
 #[async_trait]
 impl Login for Logins {
-    async fn user_for_secret(&self, secret: &str) -> Option<String> {
-        match self.link.user_for_secret(secret).await {
-            Some(user) => Some(user),
-            None => self.keys.user_for_secret(secret).await,
+    async fn viewer_for_secret(&self, secret: &str) -> Option<Viewer> {
+        match self.link.viewer_for_secret(secret).await {
+            Some(viewer) => Some(viewer),
+            None => self.keys.viewer_for_secret(secret).await,
         }
     }
 }
@@ -184,7 +194,7 @@ impl Login for Logins {
 /// A server on 127.0.0.1 and a chromedriver, for one test.
 #[derive(Debug)]
 struct Site {
-    engine: Arc<CortexMemory>,
+    engine: Arc<Engine>,
     link: Arc<OneTimeToken>,
     base: String,
     server: tokio::task::JoinHandle<()>,
@@ -198,8 +208,8 @@ impl Site {
         let engine = engine();
         let link = Arc::new(OneTimeToken::new("ada"));
         let keys = Secrets(HashMap::from([
-            (ADA_KEY.to_owned(), "ada".to_owned()),
-            (BOB_KEY.to_owned(), "bob".to_owned()),
+            (ADA_KEY.to_owned(), Viewer::writer("ada")),
+            (BOB_KEY.to_owned(), Viewer::writer("bob")),
         ]));
         let login = Arc::new(Logins {
             link: link.clone(),
@@ -228,7 +238,26 @@ impl Site {
     async fn remember(&self, user: &str, content: &str, kind: MemoryKind, tags: &[&str]) -> String {
         let tags: Vec<String> = tags.iter().map(|t| (*t).to_owned()).collect();
         self.engine
+            .memory
             .memorize(user, content, kind, &tags)
+            .await
+            .unwrap()
+            .memory
+            .id
+            .to_string()
+    }
+
+    /// Stores a memory with its structure (events, entities, relations) given as
+    /// memorize's JSON arguments.
+    async fn remember_structured(&self, user: &str, content: &str, structure: Value) -> String {
+        let args: cortex_app::StructureArgs = serde_json::from_value(structure).unwrap();
+        let options = cortex_core::MemorizeOptions {
+            structure: args.into_structure().unwrap(),
+            ..Default::default()
+        };
+        self.engine
+            .memory
+            .memorize_with(user, content, MemoryKind::Event, &[], &options)
             .await
             .unwrap()
             .memory
@@ -238,7 +267,12 @@ impl Site {
 
     /// A fresh browser logged in through the login form with `key`.
     async fn logged_in(&self, key: &str) -> Client {
-        let c = self.driver.browser().await;
+        self.logged_in_saving_to(key, None).await
+    }
+
+    /// The same, saving downloads into `downloads`.
+    async fn logged_in_saving_to(&self, key: &str, downloads: Option<&std::path::Path>) -> Client {
+        let c = self.driver.browser_saving_to(downloads).await;
         c.goto(&self.url("/login")).await.unwrap();
         let secret = c.find(Locator::Css("input[name=secret]")).await.unwrap();
         secret.send_keys(key).await.unwrap();
@@ -624,13 +658,13 @@ async fn a_memory_shows_its_history_and_takes_corrections() {
     .await;
     click(&c, "form.forget button").await;
     assert_eq!(c.title().await.unwrap(), "Forget this memory? · Cortex");
-    assert_eq!(site.engine.count("ada").await.unwrap(), 2, "not yet");
+    assert_eq!(site.engine.memory.count("ada").await.unwrap(), 2, "not yet");
     screenshot(&c, "forget").await;
     click(&c, "form.confirm button.danger").await;
     assert_eq!(path(&c).await, "/");
     let listed = texts(&c, "table.memories a.content").await;
     assert_eq!(listed, ["Ada's team meets on Wednesdays"]);
-    assert_eq!(site.engine.count("ada").await.unwrap(), 1);
+    assert_eq!(site.engine.memory.count("ada").await.unwrap(), 1);
     c.close().await.unwrap();
 }
 
@@ -730,10 +764,10 @@ async fn a_write_without_the_csrf_token_is_refused() {
     assert_eq!(c.title().await.unwrap(), "Forbidden · Cortex");
 
     // Nothing changed.
-    let history = site.engine.history("ada", &id).await.unwrap();
+    let history = site.engine.memory.history("ada", &id).await.unwrap();
     assert_eq!(history.len(), 1);
     assert!(history[0].memory.tags.is_empty());
-    assert_eq!(site.engine.count("ada").await.unwrap(), 1);
+    assert_eq!(site.engine.memory.count("ada").await.unwrap(), 1);
     c.goto(&site.url(&format!("/memory/{id}"))).await.unwrap();
     assert_eq!(text(&c, "dd.state").await, "live");
     c.close().await.unwrap();
@@ -831,4 +865,384 @@ async fn two_users_each_see_only_their_own_memories() {
 
     ada.close().await.unwrap();
     bob.close().await.unwrap();
+}
+
+/// Ada's three dated memories with their people, project and relations.
+async fn ada_with_structure(site: &Site) -> [String; 3] {
+    let kickoff = site
+        .remember_structured(
+            "ada",
+            "Kick-off of Lighthouse with Grace in Lisbon",
+            json!({
+                "subject": "Lighthouse",
+                "entities": [
+                    {"name": "Lighthouse", "type": "project"},
+                    {"name": "Grace", "type": "person", "aliases": ["Grace Hopper"]}
+                ],
+                "relations": [{"from": "Grace", "label": "leads", "to": "Lighthouse"}],
+                "event": {"time": "2024-03-04T09:00:00Z", "place": "Lisbon", "actor": "Grace", "type": "meeting"}
+            }),
+        )
+        .await;
+    let launch = site
+        .remember_structured(
+            "ada",
+            "Lighthouse launched to its first customers",
+            json!({
+                "subject": "Lighthouse",
+                "event": {"time": "2024-09-20", "type": "launch"}
+            }),
+        )
+        .await;
+    let review = site
+        .remember_structured(
+            "ada",
+            "Grace reviewed the Harbor design with Linus",
+            json!({
+                "entities": [{"name": "Harbor", "type": "project"}, {"name": "Linus", "type": "person"}],
+                "relations": [
+                    {"from": "Grace", "label": "reviewed", "to": "Harbor"},
+                    {"from": "Linus", "label": "works on", "to": "Harbor"}
+                ],
+                "event": {"time": "2025-01-15T16:30:00Z", "actor": "Grace", "type": "review"}
+            }),
+        )
+        .await;
+    [kickoff, launch, review]
+}
+
+#[tokio::test]
+async fn the_timeline_and_the_graph_lead_to_the_memories_behind_them() {
+    let Some(site) =
+        Site::start("the_timeline_and_the_graph_lead_to_the_memories_behind_them").await
+    else {
+        return;
+    };
+    let [kickoff, _, review] = ada_with_structure(&site).await;
+    site.remember_structured(
+        "bob",
+        "Bob met Mallory in Oslo",
+        json!({"entities": [{"name": "Mallory"}], "event": {"time": "2024-06-01"}}),
+    )
+    .await;
+    let c = site.logged_in(ADA_KEY).await;
+
+    // The timeline: a dot per event on the axis and the events by day, oldest first.
+    click(&c, "header.top nav a[href='/timeline']").await;
+    assert_eq!(c.title().await.unwrap(), "Timeline · Cortex");
+    assert_eq!(
+        c.find_all(Locator::Css("svg.timeline circle.event"))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        texts(&c, "ol.timeline li.day").await,
+        ["2024-03-04", "2024-09-20", "2025-01-15"]
+    );
+    let events = texts(&c, "ol.timeline li.event").await;
+    assert!(
+        events[0].contains("Kick-off of Lighthouse") && events[0].contains("at Lisbon"),
+        "{events:?}"
+    );
+    assert!(
+        events[2].contains("by Grace") && events[2].contains("review"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.contains("Mallory")),
+        "bob's event on ada's page: {events:?}"
+    );
+    screenshot(&c, "timeline").await;
+    // A date range narrows it; an event's memory is one click away.
+    c.goto(&site.url("/timeline?since=2024-06-01&until=2025-01-01"))
+        .await
+        .unwrap();
+    assert_eq!(texts(&c, "ol.timeline li.day").await, ["2024-09-20"]);
+    c.goto(&site.url("/timeline")).await.unwrap();
+    follow(
+        &c,
+        Locator::LinkText("Kick-off of Lighthouse with Grace in Lisbon"),
+        "the event's memory",
+    )
+    .await;
+    assert_eq!(path(&c).await, format!("/memory/{kickoff}"));
+
+    // The graph: every entity drawn, each a link; the picture pans and zooms by script.
+    click(&c, "header.top nav a[href='/graph']").await;
+    assert_eq!(c.title().await.unwrap(), "Graph · Cortex");
+    let mut drawn = texts(&c, "svg.graph text.node-label").await;
+    drawn.sort();
+    assert_eq!(drawn, ["Grace", "Harbor", "Lighthouse", "Linus"]);
+    assert_eq!(
+        c.find_all(Locator::Css("svg.graph line.edge"))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    screenshot(&c, "graph").await;
+    let view = || async {
+        script(
+            &c,
+            "return document.getElementById('graph').getAttribute('viewBox')",
+        )
+        .await
+    };
+    let home = view().await;
+    c.find(Locator::Css("#zoom-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let zoomed = view().await;
+    assert_ne!(
+        zoomed, home,
+        "zoom in changed nothing: the script did not run"
+    );
+    // A drag pans: the view moves, its size stays.
+    let svg = c.find(Locator::Css("svg.graph")).await.unwrap();
+    use fantoccini::actions::InputSource;
+    let drag = fantoccini::actions::MouseActions::new("mouse".to_owned())
+        .then(fantoccini::actions::PointerAction::MoveToElement {
+            element: svg.clone(),
+            duration: None,
+            x: 5.0,
+            y: 5.0,
+        })
+        .then(fantoccini::actions::PointerAction::Down {
+            button: fantoccini::actions::MOUSE_BUTTON_LEFT,
+        })
+        .then(fantoccini::actions::PointerAction::MoveBy {
+            duration: Some(Duration::from_millis(100)),
+            x: 120.0,
+            y: 40.0,
+        })
+        .then(fantoccini::actions::PointerAction::Up {
+            button: fantoccini::actions::MOUSE_BUTTON_LEFT,
+        });
+    c.perform_actions(drag).await.unwrap();
+    let panned = view().await;
+    let size = |v: &Value| {
+        v.as_str()
+            .unwrap()
+            .split(' ')
+            .skip(2)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(panned, zoomed, "a drag did not pan");
+    assert_eq!(size(&panned), size(&zoomed));
+    c.find(Locator::Css("#zoom-reset"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(view().await, home);
+
+    // An entity opens its dossier: its relationships both ways and the memories behind it.
+    click(&c, "svg.graph a.node[href='/entity?name=Grace']").await;
+    assert_eq!(c.title().await.unwrap(), "Grace · Cortex");
+    let mut relationships = texts(&c, "ul.relationships li").await;
+    relationships.sort();
+    assert_eq!(
+        relationships,
+        ["Grace leads Lighthouse", "Grace reviewed Harbor"]
+    );
+    let behind = texts(&c, "section.behind a.content").await;
+    assert!(
+        behind.contains(&"Grace reviewed the Harbor design with Linus".to_owned()),
+        "{behind:?}"
+    );
+    screenshot(&c, "entity").await;
+    follow(&c, Locator::LinkText("Harbor"), "the other entity").await;
+    assert_eq!(c.title().await.unwrap(), "Harbor · Cortex");
+    let relationships = texts(&c, "ul.relationships li").await;
+    assert!(
+        relationships.contains(&"Linus works on Harbor".to_owned()),
+        "{relationships:?}"
+    );
+    follow(
+        &c,
+        Locator::LinkText("Grace reviewed the Harbor design with Linus"),
+        "the memory",
+    )
+    .await;
+    assert_eq!(path(&c).await, format!("/memory/{review}"));
+
+    // Bob's graph holds only his own entity, and ada's entity is not his to open.
+    let bob = site.logged_in(BOB_KEY).await;
+    bob.goto(&site.url("/graph")).await.unwrap();
+    assert_eq!(texts(&bob, "svg.graph text.node-label").await, ["Mallory"]);
+    bob.goto(&site.url("/entity?name=Grace")).await.unwrap();
+    assert_eq!(bob.title().await.unwrap(), "Not Found · Cortex");
+    bob.close().await.unwrap();
+    c.close().await.unwrap();
+}
+
+/// Waits for exactly one finished download in `dir` and returns its name and text.
+async fn downloaded(dir: &std::path::Path) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let names: Vec<String> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let done: Vec<&String> = names
+            .iter()
+            .filter(|n| !n.ends_with(".crdownload") && !n.starts_with('.'))
+            .collect();
+        let partial = names.iter().any(|n| n.ends_with(".crdownload"));
+        if let [name] = done.as_slice()
+            && !partial
+        {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            return ((*name).clone(), text);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no finished download in {}: {names:?}",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A fresh empty directory under the target directory for one test's downloads.
+fn download_dir(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target")
+        .join("web-downloads")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+#[tokio::test]
+async fn stats_and_export_show_and_download_only_the_users_own_memories() {
+    let Some(site) =
+        Site::start("stats_and_export_show_and_download_only_the_users_own_memories").await
+    else {
+        return;
+    };
+    ada_with_structure(&site).await;
+    let tea = site
+        .remember(
+            "ada",
+            "Ada prefers green tea",
+            MemoryKind::Preference,
+            &["drinks"],
+        )
+        .await;
+    site.engine
+        .memory
+        .retag(
+            "ada",
+            &tea,
+            &cortex_core::Retag {
+                kind: None,
+                add: vec!["tea".into()],
+                remove: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    site.remember(
+        "bob",
+        "Bob's project is called Harbor",
+        MemoryKind::Fact,
+        &[],
+    )
+    .await;
+
+    let jsonl_dir = download_dir("export-jsonl");
+    let c = site.logged_in_saving_to(ADA_KEY, Some(&jsonl_dir)).await;
+    click(&c, "header.top nav a[href='/stats']").await;
+    assert_eq!(c.title().await.unwrap(), "Stats · Cortex");
+    assert_eq!(text(&c, "#live").await, "4");
+    assert_eq!(text(&c, "#superseded").await, "1");
+    assert_eq!(text(&c, "#events").await, "3");
+    assert_eq!(text(&c, "#entities").await, "4");
+    assert_eq!(text(&c, "#relationships").await, "3");
+    assert!(
+        text(&c, "#embedder").await.contains("256"),
+        "the fake embedder's dimension"
+    );
+    screenshot(&c, "stats").await;
+
+    click(&c, "header.top nav a[href='/export']").await;
+    screenshot(&c, "export").await;
+    c.find(Locator::Css("#download-jsonl"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let (name, text) = downloaded(&jsonl_dir).await;
+    assert!(
+        name.starts_with("cortex-ada-") && name.ends_with(".jsonl"),
+        "{name}"
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "header");
+    assert_eq!(lines[0]["users"], json!(["ada"]));
+    let memories: Vec<&Value> = lines.iter().filter(|l| l["type"] == "memory").collect();
+    assert_eq!(
+        memories.len(),
+        5,
+        "four live and the retagged one's old version"
+    );
+    assert!(
+        lines[1..].iter().all(|l| l["user_id"] == "ada"),
+        "only ada's lines"
+    );
+    assert!(
+        !text.contains("Harbor\",\"kind\":\"fact") && !text.contains("Bob"),
+        "bob's memory in ada's export"
+    );
+    for kind in ["event", "entity", "edge", "link", "supersession"] {
+        assert!(lines.iter().any(|l| l["type"] == kind), "no {kind} line");
+    }
+    c.close().await.unwrap();
+
+    // Markdown, for bob: his one memory, none of ada's.
+    let markdown_dir = download_dir("export-markdown");
+    let bob = site.logged_in_saving_to(BOB_KEY, Some(&markdown_dir)).await;
+    bob.goto(&site.url("/export")).await.unwrap();
+    bob.find(Locator::Css("#download-markdown"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let (name, text) = downloaded(&markdown_dir).await;
+    assert!(
+        name.starts_with("cortex-bob-") && name.ends_with(".md"),
+        "{name}"
+    );
+    assert!(text.starts_with("# Cortex memories"), "{text}");
+    assert!(text.contains("Bob's project is called Harbor"), "{text}");
+    assert!(
+        !text.contains("Ada") && !text.contains("Lighthouse"),
+        "{text}"
+    );
+    bob.goto(&site.url("/stats")).await.unwrap();
+    assert_eq!(text_of(&bob, "#live").await, "1");
+    assert_eq!(text_of(&bob, "#events").await, "0");
+    bob.close().await.unwrap();
+}
+
+async fn text_of(c: &Client, css: &str) -> String {
+    text(c, css).await
 }

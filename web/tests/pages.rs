@@ -69,7 +69,7 @@ async fn without_a_session_pages_redirect_and_writes_are_refused() {
     )
     .await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
-    assert_eq!(engine.count("ada").await.unwrap(), 1);
+    assert_eq!(engine.memory.count("ada").await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -136,17 +136,68 @@ const ESCAPED: [&str; 2] = [
     "&lt;img src=x onerror=alert(1)&gt;",
 ];
 
+/// A memory of `XSS` whose entity, relation and event hold it too.
+async fn remember_markup(engine: &cortex_app::engine::Engine) -> String {
+    use cortex_core::{MemorizeOptions, MemoryStructure, StructureEntity, StructureEvent};
+    let structure = MemoryStructure {
+        entities: vec![
+            StructureEntity {
+                name: XSS.into(),
+                entity_type: Some(XSS.into()),
+                ..Default::default()
+            },
+            StructureEntity {
+                name: "Grace".into(),
+                ..Default::default()
+            },
+        ],
+        relations: vec![cortex_core::StructureRelation {
+            from: "Grace".into(),
+            label: "likes".into(),
+            to: XSS.into(),
+        }],
+        event: Some(StructureEvent {
+            time: "2024-05-01T00:00:00Z".parse().unwrap(),
+            place: Some(XSS.into()),
+            actor: Some(XSS.into()),
+            event_type: None,
+        }),
+        ..Default::default()
+    };
+    let options = MemorizeOptions {
+        structure: Some(structure),
+        ..Default::default()
+    };
+    engine
+        .memory
+        .memorize_with("ada", XSS, MemoryKind::Note, &[], &options)
+        .await
+        .unwrap()
+        .memory
+        .id
+        .to_string()
+}
+
 #[tokio::test]
 async fn memories_render_as_text() {
     let engine = engine();
-    let id = remember(&engine, "ada", XSS).await;
+    let id = remember_markup(&engine).await;
     let app = app(engine, secrets(&[("k", "ada")]), WebConfig::default());
     let ada = log_in(&app, "k").await;
+    let entity = format!(
+        "/entity?{}",
+        form_urlencoded::Serializer::new(String::new())
+            .append_pair("name", XSS)
+            .finish()
+    );
     let pages = [
         ada.get(&app, "/").await,
         ada.get(&app, "/search?q=alert").await,
         ada.get(&app, &format!("/memory/{id}")).await,
         ada.post(&app, &format!("/memory/{id}/forget"), &[]).await,
+        ada.get(&app, "/timeline").await,
+        ada.get(&app, "/graph").await,
+        ada.get(&app, &entity).await,
     ];
     for page in &pages {
         assert_eq!(page.status, StatusCode::OK);
@@ -190,6 +241,13 @@ async fn every_response_has_the_csp_and_nothing_inline() {
             post(&format!("/memory/{id}/retag"), Some(&ada.cookie), &[]),
         )
         .await,
+        ada.get(&app, "/timeline").await,
+        ada.get(&app, "/graph").await,
+        ada.get(&app, "/entity?name=nobody").await,
+        ada.get(&app, "/stats").await,
+        ada.get(&app, "/export").await,
+        send(&app, get("/assets/graph.js", None)).await,
+        ada.get(&app, "/export/download?format=jsonl").await,
     ];
     for a in &answers {
         let csp = a.headers.get("content-security-policy").unwrap();
@@ -207,6 +265,31 @@ async fn every_response_has_the_csp_and_nothing_inline() {
     assert_eq!(answers[3].status, StatusCode::NOT_FOUND);
     assert_eq!(answers[9].status, StatusCode::NOT_FOUND);
     assert_eq!(answers[10].status, StatusCode::BAD_REQUEST);
+    for a in &answers[13..18] {
+        assert!(
+            a.status.is_success() || a.status == StatusCode::NOT_FOUND,
+            "{}",
+            a.body
+        );
+    }
+    assert_eq!(
+        answers[15].status,
+        StatusCode::NOT_FOUND,
+        "no entity nobody"
+    );
+    assert!(
+        answers[18].headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    assert_eq!(answers[19].headers["content-type"], "application/x-ndjson");
+    assert!(
+        answers[19].headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"cortex-ada-")
+    );
     assert!(
         answers[2]
             .headers
@@ -290,6 +373,7 @@ async fn a_write_without_the_right_csrf_token_changes_nothing() {
         assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.body);
     }
     let all = engine
+        .memory
         .list_page("ada", &MemoryFilter::default(), 10, None)
         .await
         .unwrap();
@@ -326,6 +410,7 @@ async fn a_write_without_the_right_csrf_token_changes_nothing() {
     .await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     let live = engine
+        .memory
         .list_page("ada", &MemoryFilter::default(), 10, None)
         .await
         .unwrap();
@@ -366,12 +451,12 @@ async fn forget_needs_the_confirmation() {
         assert_eq!(a.status, StatusCode::OK);
         assert!(a.body.contains("Forget for good"));
         assert!(a.body.contains(r#"name="confirm" value="yes""#));
-        assert_eq!(engine.count("ada").await.unwrap(), 1);
+        assert_eq!(engine.memory.count("ada").await.unwrap(), 1);
     }
     let a = ada.post(&app, &forget, &[("confirm", "yes")]).await;
     assert_eq!(a.status, StatusCode::SEE_OTHER);
     assert_eq!(a.location(), "/");
-    assert_eq!(engine.count("ada").await.unwrap(), 0);
+    assert_eq!(engine.memory.count("ada").await.unwrap(), 0);
     assert_eq!(
         ada.get(&app, &format!("/memory/{id}")).await.status,
         StatusCode::NOT_FOUND
@@ -456,7 +541,7 @@ async fn retag_and_replace_show_in_history() {
 
     let home = ada.get(&app, "/").await;
     assert!(home.body.contains("oolong") && !home.body.contains("green tea"));
-    assert_eq!(engine.count("ada").await.unwrap(), 1);
+    assert_eq!(engine.memory.count("ada").await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -506,8 +591,8 @@ async fn each_user_sees_only_their_own_memories() {
             assert_eq!(a.status, StatusCode::NOT_FOUND);
         }
     }
-    assert_eq!(engine.count("ada").await.unwrap(), 1);
-    assert_eq!(engine.count("bob").await.unwrap(), 1);
+    assert_eq!(engine.memory.count("ada").await.unwrap(), 1);
+    assert_eq!(engine.memory.count("bob").await.unwrap(), 1);
 }
 
 #[tokio::test]
@@ -557,6 +642,7 @@ async fn paging_reaches_every_memory_once() {
 async fn browse_filters_and_search_shows_ranks() {
     let engine = engine();
     engine
+        .memory
         .memorize(
             "ada",
             "Billing moved to Stripe",
@@ -566,6 +652,7 @@ async fn browse_filters_and_search_shows_ranks() {
         .await
         .unwrap();
     engine
+        .memory
         .memorize("ada", "Ada likes hiking", MemoryKind::Preference, &[])
         .await
         .unwrap();
@@ -588,4 +675,82 @@ async fn browse_filters_and_search_shows_ranks() {
     );
     let page = ada.get(&app, "/search?q=Stripe&kinds=preference").await;
     assert!(!page.body.contains("Stripe moved") && !page.body.contains("Billing moved"));
+}
+
+#[tokio::test]
+async fn a_read_only_login_sees_everything_and_changes_nothing() {
+    let engine = engine();
+    let id = remember(&engine, "ada", "Ada prefers green tea").await;
+    let login = std::sync::Arc::new(Secrets(
+        [(
+            "r".to_owned(),
+            cortex_web::Viewer {
+                user: "ada".into(),
+                scope: cortex_core::Scope::Read,
+                key_id: None,
+            },
+        )]
+        .into(),
+    ));
+    let app = app(engine.clone(), login, WebConfig::default());
+    let reader = log_in(&app, "r").await;
+    let page = reader.get(&app, &format!("/memory/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Ada prefers green tea"));
+    for form in ["/forget", "/retag", "/replace"] {
+        assert!(!page.body.contains(form), "a {form} form for a reader");
+    }
+    for (path, form) in [
+        ("forget", vec![("confirm", "yes")]),
+        ("retag", vec![("add", "x")]),
+        ("replace", vec![("content", "Ada prefers black tea")]),
+    ] {
+        let refused = reader
+            .post(&app, &format!("/memory/{id}/{path}"), &form)
+            .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+        assert!(refused.body.contains("can only read"), "{}", refused.body);
+    }
+    let history = engine.memory.history("ada", &id).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(engine.memory.count("ada").await.unwrap(), 1);
+    // Logging out is not a change to the memories: a reader may.
+    let out = reader.post(&app, "/logout", &[]).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn failed_logins_are_throttled_per_client() {
+    let config = WebConfig {
+        login_failures: 3,
+        ..WebConfig::default()
+    };
+    let app = app(engine(), secrets(&[("k", "ada")]), config);
+    let try_secret = |secret: &'static str| {
+        let app = app.clone();
+        async move {
+            let form = send(&app, get("/login", None)).await;
+            let cookie = format!("cortex_login={}", form.cookie("cortex_login").unwrap());
+            let csrf = form.csrf();
+            send(
+                &app,
+                post(
+                    "/login",
+                    Some(&cookie),
+                    &[("csrf", &csrf), ("secret", secret)],
+                ),
+            )
+            .await
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(try_secret("wrong").await.status, StatusCode::UNAUTHORIZED);
+    }
+    let held = try_secret("k").await;
+    assert_eq!(held.status, StatusCode::TOO_MANY_REQUESTS, "{}", held.body);
+    assert!(held.headers.contains_key("retry-after"));
+    assert!(held.cookie("cortex_session").is_none());
+    // The link login counts too.
+    let link = send(&app, get("/login?token=k", None)).await;
+    assert_eq!(link.status, StatusCode::TOO_MANY_REQUESTS);
 }

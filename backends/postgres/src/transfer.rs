@@ -5,7 +5,7 @@ use cortex_core::record_tx::{self, RecordTx, existing_id};
 use cortex_core::records::{Entity, EntityEdge, Event};
 use cortex_core::{
     EmbeddingSignature, EntityLink, Imported, ImportedEntity, Memory, MemoryId, MemoryStore,
-    NewMemory, Record, RecordKind, StoreResult, StoredMemory, Switch, TransferStore,
+    NewMemory, Record, RecordKind, StoreError, StoreResult, StoredMemory, Switch, TransferStore,
 };
 use pgvector::Vector;
 use sea_query::{ColumnRef, Expr, ExprTrait, IdenStatic, IntoColumnRef, Order, Query, TableRef};
@@ -268,5 +268,25 @@ impl TransferStore for PostgresStore {
             self.remember_signature(signature.clone());
         }
         Ok(outcome)
+    }
+
+    async fn size_bytes(&self) -> StoreResult<Option<u64>> {
+        self.bounded(async {
+            // Tables only: pg_total_relation_size already counts each one's indexes and
+            // TOAST, so adding the schema's indexes again would count them twice.
+            let sql = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint
+                       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                       WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'm')";
+            let client = self.client().await?;
+            let row = client
+                .query_one(sql, &[&self.names().schema()])
+                .await
+                .map_err(pg_err)?;
+            let bytes: i64 = get(&row, 0)?;
+            u64::try_from(bytes)
+                .map(Some)
+                .map_err(|_| StoreError::Corrupt(format!("a schema of {bytes} bytes")))
+        })
+        .await
     }
 }

@@ -258,4 +258,30 @@ impl TransferStore for SqliteStore {
         let signature = signature.clone();
         self.write(move |tx| reembed::switch(tx, &signature)).await
     }
+
+    async fn size_bytes(&self) -> StoreResult<Option<u64>> {
+        self.run(|conn| size_on_disk(conn).map(Some)).await
+    }
+}
+
+/// The database's pages and its WAL file. Pages committed to the WAL but not yet
+/// checkpointed count in both, as they take space in both until a checkpoint.
+fn size_on_disk(conn: &Connection) -> StoreResult<u64> {
+    let pragma = |name: &str| {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+            .map_err(db_err)
+    };
+    let pages = u64::try_from(pragma("page_count")?.saturating_mul(pragma("page_size")?))
+        .map_err(|_| StoreError::Corrupt("a negative page count or page size".into()))?;
+    // SQLite's own name for the file, absolute whatever directory the process is in now;
+    // empty for a temporary database, which has no WAL.
+    let wal = match conn.path().filter(|p| !p.is_empty()) {
+        Some(db) => match std::fs::metadata(format!("{db}-wal")) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(StoreError::backend(BACKEND, e)),
+        },
+        None => 0,
+    };
+    Ok(pages.saturating_add(wal))
 }

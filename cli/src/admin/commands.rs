@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 use cortex_app::dates::parse_instant;
 use cortex_app::engine::open_store;
+use cortex_app::transfer::export;
 use cortex_app::{FilterError, StructureArgs};
 use cortex_core::{
     MemorizeOptions, Memory, MemoryFilter, MemoryKind, MemoryStructure, Retag, StoredMemory,
@@ -14,7 +15,6 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::admin::error::AdminError;
-use crate::admin::export::export;
 use crate::admin::import::{ExportReader, Importer, LineCheck, Vectors};
 use crate::admin::migrate::migrate;
 use crate::admin::progress::Progress;
@@ -431,9 +431,9 @@ pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
                 &*ctx.store,
                 &users,
                 args.with_vectors,
-                args.format,
+                args.format.into(),
                 &mut out,
-                &progress,
+                &mut |n| progress.inc(n),
             )
             .await?;
             let tmp = out
@@ -450,9 +450,9 @@ pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
                 &*ctx.store,
                 &users,
                 args.with_vectors,
-                args.format,
+                args.format.into(),
                 &mut out,
-                &progress,
+                &mut |n| progress.inc(n),
             )
             .await?
         }

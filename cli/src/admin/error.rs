@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use cortex_app::config::ConfigError;
 use cortex_app::engine::EngineError;
+use cortex_app::transfer::ExportError;
 use cortex_core::{CortexError, EmbeddingSignature, ProviderError, StoreError};
 use uuid::Uuid;
 
@@ -75,6 +76,22 @@ pub enum AdminError {
     /// A command-line value that cannot work.
     #[error("{0}")]
     Usage(String),
+    /// An export that failed in a way neither [`AdminError::Store`] nor
+    /// [`AdminError::Io`] describes (`ExportError` may grow).
+    #[error("{0}")]
+    Export(ExportError),
+}
+
+impl From<ExportError> for AdminError {
+    /// Into the variants the export used before it moved to `cortex-app`, so its messages
+    /// stay the same: a store failure, or `output: ...` for a failed write.
+    fn from(e: ExportError) -> Self {
+        match e {
+            ExportError::Store(e) => AdminError::Store(e),
+            ExportError::Io(e) => AdminError::io("output", e),
+            other => AdminError::Export(other),
+        }
+    }
 }
 
 /// Where reading an export stopped being sure: the last line read whole, and the last memory.

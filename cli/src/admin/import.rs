@@ -15,6 +15,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use chrono::SubsecRound;
+use cortex_app::transfer::format::{
+    FORMAT_NAME, FORMAT_VERSION, Header, Line, MARKDOWN_TITLE, MemoryLine,
+};
 use cortex_core::memory::DEFAULT_MAX_CONTENT_BYTES;
 use cortex_core::records::EntityId;
 use cortex_core::{
@@ -23,7 +26,6 @@ use cortex_core::{
 };
 
 use crate::admin::error::{AdminError, LastGood};
-use crate::admin::format::{FORMAT_NAME, FORMAT_VERSION, Header, Line, MARKDOWN_TITLE, MemoryLine};
 
 /// Lines read, validated and written together.
 pub const BATCH: usize = 256;
@@ -559,7 +561,7 @@ mod tests {
     fn a_markdown_export_is_known_by_its_first_line() {
         let text = format!(
             "{}\n\nExported 2024-01-01 00:00 UTC\n",
-            crate::admin::format::MARKDOWN_TITLE
+            cortex_app::transfer::format::MARKDOWN_TITLE
         );
         assert!(matches!(
             ExportReader::new(text.as_bytes()).read_header(),

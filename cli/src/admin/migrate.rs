@@ -1,11 +1,11 @@
 //! `cortex migrate`: copies a store into another backend, then verifies every user.
 
+use cortex_app::transfer::format::{FORMAT_NAME, FORMAT_VERSION, Header};
+use cortex_app::transfer::pager::Pager;
 use cortex_core::TransferStore;
 
 use crate::admin::error::AdminError;
-use crate::admin::format::{FORMAT_NAME, FORMAT_VERSION, Header};
 use crate::admin::import::{Importer, Tally, Vectors};
-use crate::admin::pager::Pager;
 use crate::admin::progress::Progress;
 use crate::admin::summary::{Summary, summarize};
 

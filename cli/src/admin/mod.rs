@@ -3,11 +3,8 @@
 pub mod commands;
 pub mod doctor;
 pub mod error;
-pub mod export;
-pub mod format;
 pub mod import;
 pub mod migrate;
-pub mod pager;
 pub mod progress;
 pub mod reembed;
 pub mod summary;

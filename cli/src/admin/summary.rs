@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use cortex_app::transfer::format::Line;
+use cortex_app::transfer::pager::Pager;
 use cortex_core::TransferStore;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::admin::error::AdminError;
-use crate::admin::format::Line;
-use crate::admin::pager::Pager;
 
 /// One user's records as counted and hashed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

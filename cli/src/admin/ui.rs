@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cortex_web::{OneTimeToken, WebState};
+use cortex_web::{OneTimeToken, Ready, WebConfig, WebState};
 
 use super::{AdminError, Context};
 use crate::cli::UiArgs;
@@ -15,7 +15,13 @@ use crate::cli::UiArgs;
 pub async fn ui(args: UiArgs) -> Result<(), AdminError> {
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let token = Arc::new(OneTimeToken::new(user.clone()));
-    let router = cortex_web::router(WebState::new(engine.memory.clone(), token.clone()));
+    // One person's own store: Stats may show its size on disk.
+    let config = WebConfig {
+        show_store_size: true,
+        ..WebConfig::default()
+    };
+    let state = WebState::with_config(Arc::new(Ready(Arc::new(engine))), token.clone(), config);
+    let router = cortex_web::router(state);
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let io = |source| AdminError::Io {
         path: PathBuf::from(address.to_string()),

@@ -246,6 +246,11 @@ impl CortexMemory {
         &self.config
     }
 
+    /// The model and dimension every memorize and recall embeds with.
+    pub fn embedder_signature(&self) -> EmbeddingSignature {
+        self.embedder.embedding_signature()
+    }
+
     /// Calls and tokens spent per provider since this engine started.
     pub fn usage(&self) -> BTreeMap<String, ProviderUsage> {
         self.usage.snapshot()

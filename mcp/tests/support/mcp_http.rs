@@ -60,6 +60,11 @@ impl Server {
         Self { child, addr, log }
     }
 
+    /// `http://host:port`, for clients of its own (the web page's tests).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The log lines written so far.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()

@@ -696,3 +696,37 @@ pub async fn transfer_names_resolve_to_the_oldest_entity(factory: &dyn StoreFact
     assert_eq!(found.map(|e| e.id), Some(ada.id));
     assert_eq!(store.entity(&u, &ada.id).await.unwrap(), Some(ada));
 }
+
+/// A store that keeps its data on disk says how much it takes, and more after more is
+/// written; only one that keeps nothing there (the in-memory store) may not know.
+pub async fn transfer_size_is_known_on_disk(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    let u = user("size");
+    let (engine, _) = engine(store.clone());
+    remember_all(&engine, &u, &["a first memory"]).await;
+    let before = store.size_bytes().await.unwrap();
+    // Distinct words, so no compression (Postgres TOAST) makes the writes take no room.
+    let texts: Vec<String> = (0..40)
+        .map(|i| {
+            (0..150)
+                .map(|j| format!("w{}", i * 1000 + j))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    remember_all(&engine, &u, &refs).await;
+    let after = store.size_bytes().await.unwrap();
+    match (before, after) {
+        (Some(before), Some(after)) => assert!(
+            before > 0 && after > before,
+            "{before} bytes, then {after} after 40 memories of about 1 KB and their vectors"
+        ),
+        (None, None) => assert!(
+            !store.capabilities().persistent,
+            "a store that keeps its data on disk must tell how much it takes"
+        ),
+        other => panic!("the store knew its size only once: {other:?}"),
+    }
+}

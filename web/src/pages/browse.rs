@@ -18,11 +18,13 @@ pub async fn page(
     current: CurrentSession,
     RawQuery(query): RawQuery,
 ) -> Result<Html<String>, WebError> {
-    let user = &current.session.user;
+    let user = current.session.user();
     let params = ListParams::parse(query.as_deref());
     let filter = params.filter()?;
     let page = state
-        .engine
+        .engine()
+        .await?
+        .memory
         .list_page(
             user,
             &filter,
@@ -30,7 +32,7 @@ pub async fn page(
             params.cursor.as_deref(),
         )
         .await?;
-    let live = state.engine.count(user).await?;
+    let live = state.engine().await?.memory.count(user).await?;
     let now = Utc::now();
     let body = html! {
         p.summary { (live) @if live == 1 { " live memory." } @else { " live memories." } }

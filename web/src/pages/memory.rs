@@ -23,8 +23,13 @@ async fn chain(
     user: &str,
     id: &str,
 ) -> Result<(HistoryEntry, Vec<HistoryEntry>), WebError> {
-    let full = state.engine.resolve(user, id).await?;
-    let chain = state.engine.history(user, &full.to_string()).await?;
+    let full = state.engine().await?.memory.resolve(user, id).await?;
+    let chain = state
+        .engine()
+        .await?
+        .memory
+        .history(user, &full.to_string())
+        .await?;
     let this = chain
         .iter()
         .find(|e| e.memory.id == full)
@@ -40,14 +45,14 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> Result<Html<String>, WebError> {
     let session = &current.session;
-    let (this, chain) = chain(&state, &session.user, &id).await?;
+    let (this, chain) = chain(&state, session.user(), &id).await?;
     let m = &this.memory;
     let expired = m.expired_at(Utc::now());
     let live = this.valid_until.is_none() && !expired;
     let action = |what: &str| format!("/memory/{}/{what}", m.id);
     let body = html! {
         (details(&this, expired))
-        @if live {
+        @if live && session.viewer.can_write() {
             section.correct {
                 h2 { "Correct it" }
                 form.retag method="post" action=(action("retag")) {
@@ -68,9 +73,11 @@ pub async fn show(
                 }
             }
         }
-        form.forget method="post" action=(action("forget")) {
-            (csrf_field(session))
-            button.danger type="submit" { "Forget…" }
+        @if session.viewer.can_write() {
+            form.forget method="post" action=(action("forget")) {
+                (csrf_field(session))
+                button.danger type="submit" { "Forget…" }
+            }
         }
         section.history {
             h2 { "History" }
@@ -160,10 +167,15 @@ pub async fn forget(
 ) -> Result<Response, WebError> {
     let session = &current.session;
     if form.confirm == "yes" {
-        state.engine.forget(&session.user, &id).await?;
+        state
+            .engine()
+            .await?
+            .memory
+            .forget(session.user(), &id)
+            .await?;
         return Ok(Redirect::to("/").into_response());
     }
-    let (this, _) = chain(&state, &session.user, &id).await?;
+    let (this, _) = chain(&state, session.user(), &id).await?;
     Ok(Html(confirm_page(session, &this).into_string()).into_response())
 }
 
@@ -209,8 +221,10 @@ pub async fn retag(
         remove: words(&form.remove),
     };
     let done = state
-        .engine
-        .retag(&current.session.user, &id, &change)
+        .engine()
+        .await?
+        .memory
+        .retag(current.session.user(), &id, &change)
         .await?;
     Ok(Redirect::to(&format!("/memory/{}", done.memory.id)))
 }
@@ -238,9 +252,11 @@ pub async fn replace(
         ..MemorizeOptions::default()
     };
     let done = state
-        .engine
+        .engine()
+        .await?
+        .memory
         .memorize_with(
-            &current.session.user,
+            current.session.user(),
             &form.content,
             kind,
             &words(&form.tags),

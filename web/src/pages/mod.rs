@@ -1,9 +1,14 @@
 //! The pages, one file each, and the filter fields Browse and Search share.
 
 pub mod browse;
+pub mod entity;
+pub mod export;
+pub mod graph;
 pub mod login;
 pub mod memory;
 pub mod search;
+pub mod stats;
+pub mod timeline;
 
 use cortex_core::MemoryKind;
 use maud::{Markup, html};

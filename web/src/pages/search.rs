@@ -24,9 +24,11 @@ pub async fn page(
     } else {
         Some(
             state
-                .engine
+                .engine()
+                .await?
+                .memory
                 .recall_filtered(
-                    &current.session.user,
+                    current.session.user(),
                     &params.q,
                     state.config.search_results,
                     &filter,

@@ -11,44 +11,58 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::header::{CONTENT_TYPE, COOKIE, HOST, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, Request, StatusCode};
+use cortex_app::engine::Engine;
 use cortex_core::{CortexMemory, InMemoryStore, MemoryKind};
 use cortex_providers::FakeProvider;
-use cortex_web::{Login, WebConfig, WebState, router};
+use cortex_web::{Login, Ready, Viewer, WebConfig, WebState, router};
 use tower::ServiceExt;
 
-/// A `Login` that maps fixed secrets to users (the hosted server's keys, in miniature).
+/// A `Login` that maps fixed secrets to viewers (the hosted server's keys, in miniature).
 #[derive(Debug)]
-pub struct Secrets(pub HashMap<String, String>);
+pub struct Secrets(pub HashMap<String, Viewer>);
 
 #[async_trait]
 impl Login for Secrets {
-    async fn user_for_secret(&self, secret: &str) -> Option<String> {
+    async fn viewer_for_secret(&self, secret: &str) -> Option<Viewer> {
         self.0.get(secret).cloned()
     }
 }
 
-pub fn engine() -> Arc<CortexMemory> {
-    Arc::new(CortexMemory::new(
-        Arc::new(InMemoryStore::new()),
-        Arc::new(FakeProvider::new(256)),
+/// An engine over one in-memory store (memories, timeline and graph) and the fake
+/// embedder, as `cortex ui` wires a real one.
+pub fn engine() -> Arc<Engine> {
+    let store = Arc::new(InMemoryStore::new());
+    let memory = CortexMemory::new(store.clone(), Arc::new(FakeProvider::new(256)))
+        .with_enrichment(store.clone());
+    Arc::new(Engine {
+        memory: Arc::new(memory),
+        store,
+        user_id: "ada".into(),
+        top_k: 10,
+    })
+}
+
+pub fn app(engine: Arc<Engine>, login: Arc<dyn Login>, config: WebConfig) -> Router {
+    router(WebState::with_config(
+        Arc::new(Ready(engine)),
+        login,
+        config,
     ))
 }
 
-pub fn app(engine: Arc<CortexMemory>, login: Arc<dyn Login>, config: WebConfig) -> Router {
-    router(WebState::with_config(engine, login, config))
-}
-
+/// Secrets that each log a user in with write access.
 pub fn secrets(pairs: &[(&str, &str)]) -> Arc<dyn Login> {
     Arc::new(Secrets(
         pairs
             .iter()
-            .map(|(s, u)| (s.to_string(), u.to_string()))
+            .map(|(s, u)| (s.to_string(), Viewer::writer(*u)))
             .collect(),
     ))
 }
 
-pub async fn remember(engine: &CortexMemory, user: &str, content: &str) -> String {
+pub async fn remember(engine: &Engine, user: &str, content: &str) -> String {
     engine
+        .memory
         .memorize(user, content, MemoryKind::Note, &[])
         .await
         .unwrap()

@@ -2,7 +2,7 @@
 
 use cortex_core::{RecordKind, StoreError, TransferStore};
 
-use crate::admin::format::{Line, MemoryLine};
+use crate::transfer::format::{Line, MemoryLine};
 
 /// Records read per store call.
 pub const PAGE: usize = 500;
