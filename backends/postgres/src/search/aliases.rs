@@ -83,6 +83,9 @@ pub(crate) enum Col {
     Run,
     Probe,
     Embedding,
+    Zero,
+    Nth,
+    RunSize,
     // The weights.
     Gap,
     Cos,

@@ -146,7 +146,7 @@ fn hnsw_dense(
 fn exact_dense(ctes: &mut Ctes, live: Live<'_>, query: &Vector, pool: usize) -> Cte {
     let margin = candidate_margin(query.as_slice().len());
     // Every live memory's distance, once (materialised: read twice below).
-    let all = ctes.add(CteName::DAll, live_distances(live, query));
+    let all = ctes.add(CteName::DAll, proven_distances(live, query));
     // The pool-th smallest distance (none when the user has fewer memories).
     let cut = ctes.add(
         CteName::DCut,
@@ -162,7 +162,7 @@ fn exact_dense(ctes: &mut Ctes, live: Live<'_>, query: &Vector, pool: usize) -> 
     let candidates = ctes.add(
         CteName::DCand,
         Query::select()
-            .columns([Col::Seq, Col::Dist])
+            .columns([Col::Seq, Col::Dist, Col::Zero])
             .from(all.name())
             .and_where(Expr::cust_with_values(
                 format!(
@@ -194,4 +194,44 @@ fn live_distances(live: Live<'_>, query: &Vector) -> SelectStatement {
         .and_where(Expr::col((As::M, Memories::UserId)).eq(live.user))
         .and_where(Expr::cust("NOT m.superseded"));
     and_filter(&mut select, As::M.as_str(), live.filter).to_owned()
+}
+
+/// [`live_distances`] with `zero`: whether the memory's exact score is proven ±0 (see
+/// [`query_mask`]).
+fn proven_distances(live: Live<'_>, query: &Vector) -> SelectStatement {
+    // OFFSET 0 keeps the distance computed once per row, not again in `zero`.
+    let inner = live_distances(live, query)
+        .column((As::M, Memories::Embedding))
+        .offset(0)
+        .to_owned();
+    // An embedding that is 0 wherever the query is not has every product of the core's
+    // dot 0, so its exact score is ±0 (equal to 0 in the core's order) and its pgvector
+    // distance exactly 1: both checks are C, so a mass of such ties (every memory sharing
+    // no word with the query, under the fake embedder) costs no exact score at all. The
+    // mask holds only 0 and 1: the product cannot overflow nor underflow, and the norm
+    // of non-zero f32 values (squared in double) is never 0.
+    Query::select()
+        .columns([(As::S, Col::Seq), (As::S, Col::Dist)])
+        .expr_as(
+            Expr::cust_with_values(
+                "(s.dist = 1::float8 AND vector_norm(s.embedding * $1::vector) = 0::float8)",
+                [query_mask(query)],
+            ),
+            Col::Zero,
+        )
+        .from_subquery(inner, As::S)
+        .to_owned()
+}
+
+/// 1 where the query is not 0, else 0. The core's unit query is 0 at least where the
+/// query is (a component can only vanish in the normalisation, which makes the mask a
+/// superset and the proof stricter, never wrong).
+fn query_mask(query: &Vector) -> Vector {
+    Vector::from(
+        query
+            .as_slice()
+            .iter()
+            .map(|&x| if x == 0.0 { 0.0 } else { 1.0 })
+            .collect::<Vec<f32>>(),
+    )
 }

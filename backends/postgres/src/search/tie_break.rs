@@ -12,6 +12,12 @@
 //! is compared with it for equality before it takes that score (a member that differs, a
 //! key collision, is scored itself), so the ranks stay exactly the core's. The cost is
 //! one exact score per distinct tied embedding plus two key lookups per tied candidate.
+//!
+//! Candidates proven to score ±0 (`zero`, see `dense_side::proven_distances`) need neither:
+//! they all score exactly 0, so they rank among themselves by sequence, and within a run
+//! only the first `pool` of them by sequence can reach the pool (each later one has `pool`
+//! equal scores with smaller sequences ahead of it). A mass of such ties costs no exact
+//! score and no lookup past the pool.
 
 use pgvector::Vector;
 use sea_query::{Expr, JoinType, Order, Query};
@@ -36,18 +42,18 @@ pub(crate) fn ranked(
     pool: u64,
 ) -> Cte {
     let runs = runs(ctes, candidates, margin);
-    let keyed = keyed(ctes, names, runs, query);
+    let keyed = keyed(ctes, names, runs, query, pool);
     let first = first_scores(ctes, names, keyed, query);
     scored(ctes, names, keyed, first, query, pool)
 }
 
-/// `d_runs` (seq, dist, run): the candidates numbered by run, a run being consecutive
-/// candidates whose distances lie within `margin` of each other.
+/// `d_runs` (seq, dist, zero, run): the candidates numbered by run, a run being
+/// consecutive candidates whose distances lie within `margin` of each other.
 fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
     let gaps = ctes.add(
         CteName::DGaps,
         Query::select()
-            .columns([Col::Seq, Col::Dist])
+            .columns([Col::Seq, Col::Dist, Col::Zero])
             .expr_as(
                 Expr::cust_with_values(
                     "CASE WHEN dist - lag(dist) OVER (ORDER BY dist, seq) > $1::float8 \
@@ -64,7 +70,7 @@ fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
     ctes.add(
         CteName::DRuns,
         Query::select()
-            .columns([Col::Seq, Col::Dist])
+            .columns([Col::Seq, Col::Dist, Col::Zero])
             .expr_as(
                 Expr::cust("sum(step) OVER (ORDER BY dist, seq ROWS UNBOUNDED PRECEDING)"),
                 Col::Run,
@@ -74,21 +80,37 @@ fn runs(ctes: &mut Ctes, candidates: Cte, margin: f64) -> Cte {
     )
 }
 
-/// `d_keyed` (seq, dist, run, probe): each candidate with its grouping key (the probe's
-/// inner product) when its run has more than one member.
-fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
+/// `d_keyed` (seq, dist, run, zero, probe): each candidate with its grouping key (the
+/// probe's inner product) when its run has more than one member and it is not proven to
+/// score 0; of the proven ones, only each run's first `pool` by sequence.
+fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector, pool: u64) -> Cte {
     let memories = names.q(Memories::Table);
     let probe = Vector::from(probe(query.as_slice().len()));
+    // The run's size before any cut: a lone survivor of a cut run still needs its score.
+    let counted = Query::select()
+        .columns([Col::Seq, Col::Dist, Col::Run, Col::Zero])
+        .expr_as(Expr::cust("count(*) OVER (PARTITION BY run)"), Col::RunSize)
+        .expr_as(
+            Expr::cust("row_number() OVER (PARTITION BY run, zero ORDER BY seq)"),
+            Col::Nth,
+        )
+        .from(runs.name())
+        .to_owned();
     // Only runs of more than one need the exact score; their members get the key, each
     // through a keyed lookup (a join could read every candidate's embedding).
     ctes.add(
         CteName::DKeyed,
         Query::select()
-            .columns([(As::R, Col::Seq), (As::R, Col::Dist), (As::R, Col::Run)])
+            .columns([
+                (As::R, Col::Seq),
+                (As::R, Col::Dist),
+                (As::R, Col::Run),
+                (As::R, Col::Zero),
+            ])
             .expr_as(
                 Expr::cust_with_values(
                     format!(
-                        "CASE WHEN count(*) OVER (PARTITION BY r.run) > 1 \
+                        "CASE WHEN r.run_size > 1 AND NOT r.zero \
                          THEN (SELECT m.embedding <#> $1::vector FROM {memories} m \
                                WHERE m.seq = r.seq) END"
                     ),
@@ -96,7 +118,11 @@ fn keyed(ctes: &mut Ctes, names: &Names, runs: Cte, query: &Vector) -> Cte {
                 ),
                 Col::Probe,
             )
-            .from_as(runs.name(), As::R)
+            .from_subquery(counted, As::R)
+            .and_where(Expr::cust_with_values(
+                "NOT r.zero OR r.nth <= $1",
+                [i64::try_from(pool).unwrap_or(i64::MAX)],
+            ))
             .to_owned(),
     )
 }
@@ -164,7 +190,8 @@ fn scored(
             .expr_as(
                 Expr::cust_with_values(
                     format!(
-                        "CASE WHEN k.probe IS NULL THEN NULL \
+                        "CASE WHEN k.zero THEN 0::real \
+                         WHEN k.probe IS NULL THEN NULL \
                          WHEN k.seq = f.seq THEN f.score \
                          ELSE (SELECT CASE WHEN m.embedding = f.embedding THEN f.score \
                                ELSE {unit_dot}(m.embedding::real[], $1::vector::real[]) END \
