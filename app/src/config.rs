@@ -11,7 +11,7 @@ use cortex_core::memory::validate_user;
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError, Tier};
 use cortex_postgres::PostgresConfig;
-use cortex_providers::{LlmProviderKind, ProviderConfig, RerankConfig};
+use cortex_providers::{LlmProviderKind, ProviderConfig, RerankerConfig};
 use cortex_sqlite::{SqliteConfig, Synchronous};
 
 /// Every environment variable the server reads, its own and those of the crates it wires
@@ -67,9 +67,11 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PROVIDER_TIMEOUT_SECS",
     "CORTEX_PROVIDER_MAX_ATTEMPTS",
     "CORTEX_PROVIDER_RETRY_BUDGET_SECS",
-    // Reranker (read by cortex_providers::RerankConfig).
+    // Reranker (read by cortex_providers::RerankerConfig).
     "CORTEX_RERANK_PROVIDER",
     "CORTEX_RERANK_MODEL",
+    "CORTEX_RERANK_MODEL_PATH",
+    "CORTEX_RERANK_DEPTH",
     "CORTEX_RERANK_BASE_URL",
     "COHERE_API_KEY",
     "JINA_API_KEY",
@@ -230,8 +232,12 @@ pub struct ServerConfig {
     pub layers: Layers,
     pub storage: Storage,
     pub providers: ProviderConfig,
-    /// The hosted reranker (`CORTEX_RERANK_PROVIDER`), if any.
-    pub reranker: Option<RerankConfig>,
+    /// The reranker (`CORTEX_RERANK_PROVIDER`), hosted or local, if any.
+    pub reranker: Option<RerankerConfig>,
+    /// Fused candidates the reranker orders (`CORTEX_RERANK_DEPTH`): else the tier's for a
+    /// hosted reranker and [`LOCAL_RERANK_DEPTH`] for the local one, whose every candidate
+    /// is a pass of a 12-layer model on this machine's CPU.
+    pub rerank_depth: usize,
     /// Most bytes the per-user index cache holds (`CORTEX_CACHE_MAX_BYTES`; unset: no
     /// bound).
     pub cache_max_bytes: Option<usize>,
@@ -380,11 +386,30 @@ impl ServerConfig {
             }
         }
 
-        let reranker = RerankConfig::from_env_map(|name| var(name))?.map(|mut rerank| {
+        let reranker = RerankerConfig::from_env_map(|name| var(name))?.map(|mut rerank| {
             // One set of timeout and retry settings for every hosted model call.
-            rerank.http = providers.http.clone();
+            if let RerankerConfig::Hosted(hosted) = &mut rerank {
+                hosted.http = providers.http.clone();
+            }
             rerank
         });
+
+        let rerank_depth = match var("CORTEX_RERANK_DEPTH") {
+            None => match reranker {
+                Some(RerankerConfig::Local { .. }) => LOCAL_RERANK_DEPTH,
+                _ => tier.profile().rerank_depth,
+            },
+            Some(text) => match text.parse::<usize>() {
+                Ok(k) if (1..=MAX_LIMIT).contains(&k) => k,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        variable: "CORTEX_RERANK_DEPTH",
+                        value: text,
+                        expected: format!("use a whole number from 1 to {MAX_LIMIT}"),
+                    });
+                }
+            },
+        };
 
         let cache_max_bytes = match var("CORTEX_CACHE_MAX_BYTES") {
             None => None,
@@ -403,10 +428,15 @@ impl ServerConfig {
             storage,
             providers,
             reranker,
+            rerank_depth,
             cache_max_bytes,
         })
     }
 }
+
+/// The local reranker's default depth (`CORTEX_RERANK_DEPTH` unset): measured in
+/// docs/RETRIEVAL.md, "A second stage".
+pub const LOCAL_RERANK_DEPTH: usize = 20;
 
 /// `1048576`, `512MiB`, `2GiB`, `500MB`, `64KB` (binary units for Ki/Mi/Gi, decimal for
 /// K/M/G); at least one byte.
@@ -624,7 +654,9 @@ mod tests {
             ("CORTEX_PROVIDER_TIMEOUT_SECS", "5"),
         ])
         .unwrap();
-        let rerank = c.reranker.as_ref().unwrap();
+        let Some(RerankerConfig::Hosted(rerank)) = c.reranker.as_ref() else {
+            panic!("expected a hosted reranker, got {:?}", c.reranker);
+        };
         assert_eq!(rerank.http.timeout, std::time::Duration::from_secs(5));
         assert!(!format!("{c:?}").contains("co-secret-key"));
         let err = config(&[("CORTEX_RERANK_PROVIDER", "voyage")]).unwrap_err();
@@ -635,6 +667,26 @@ mod tests {
                 .reranker
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_local_reranker_has_its_own_depth_and_the_variable_wins() {
+        let local = config(&[("CORTEX_RERANK_PROVIDER", "local"), ("HOME", "/home/ada")]).unwrap();
+        assert!(matches!(local.reranker, Some(RerankerConfig::Local { .. })));
+        assert_eq!(local.rerank_depth, LOCAL_RERANK_DEPTH);
+        let hosted = config(&[("CORTEX_RERANK_PROVIDER", "jina"), ("JINA_API_KEY", "k")]).unwrap();
+        assert_eq!(hosted.rerank_depth, Tier::default().profile().rerank_depth);
+        let pinned = config(&[
+            ("CORTEX_RERANK_PROVIDER", "local"),
+            ("HOME", "/home/ada"),
+            ("CORTEX_RERANK_DEPTH", "12"),
+        ])
+        .unwrap();
+        assert_eq!(pinned.rerank_depth, 12);
+        for bad in ["0", "ten", "1001"] {
+            let err = config(&[("CORTEX_RERANK_DEPTH", bad)]).unwrap_err();
+            assert!(err.to_string().contains("CORTEX_RERANK_DEPTH"), "{err}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use cortex_core::{
     CortexMemory, EngineConfig, KeyStore, MemoryStore, ProviderError, StoreError, TransferStore,
 };
 use cortex_postgres::{PostgresConfig, PostgresStore};
-use cortex_providers::{HttpReranker, ProviderConfig};
+use cortex_providers::{ProviderConfig, RerankerConfig};
 use cortex_sqlite::{SqliteConfig, SqliteStore};
 
 use crate::config::{ConfigError, ServerConfig, Storage};
@@ -81,7 +81,10 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
     };
     let embedder = providers.build_embedder_async().await?;
     let generator = providers.build_llm_async().await?;
-    let reranker = config.reranker.clone().map(HttpReranker::new).transpose()?;
+    let reranker = match &config.reranker {
+        Some(reranker) => Some(reranker.build().await?),
+        None => None,
+    };
     let store = match store {
         Some(store) => store,
         None => open_store(&config.storage).await?,
@@ -92,6 +95,10 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         ..EngineConfig::default()
     }
     .with_tier(config.tier);
+    let engine_config = EngineConfig {
+        rerank_depth: config.rerank_depth,
+        ..engine_config
+    };
     let mut memory = CortexMemory::with_config(store.clone(), embedder, engine_config);
     // The entity graph and the timeline are always reachable: callers write them with
     // memorize's structure whatever the layer flags, which only add the model's extraction.
@@ -100,7 +107,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         memory = memory.with_llm(generator);
     }
     if let Some(reranker) = reranker {
-        memory = memory.with_reranker(Arc::new(reranker));
+        memory = memory.with_reranker(reranker);
     }
     tracing::info!(
         user = %config.user_id,
@@ -110,7 +117,7 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
         dedup = config.layers.dedup,
         soft_update = config.layers.soft_update,
         embedder = %providers.embedding_signature(),
-        reranker = config.reranker.as_ref().map(|r| r.model.as_str()),
+        reranker = config.reranker.as_ref().map(RerankerConfig::model),
         "engine ready"
     );
     Ok(Engine {

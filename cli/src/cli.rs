@@ -145,9 +145,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
 
-    /// Retrievers to score, comma-separated: hybrid (the engine's recall), dense, bm25.
+    /// Retrievers to score, comma-separated: hybrid (the engine's recall), dense, bm25,
+    /// reranked (recall with the reranker of CORTEX_RERANK_PROVIDER).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "hybrid")]
     pub retriever: Vec<Retriever>,
+
+    /// With `reranked`: fused candidates the reranker orders (default: the tier's).
+    #[arg(long, value_name = "N")]
+    pub rerank_depth: Option<usize>,
 
     /// Writes the full JSON report here.
     #[arg(long, value_name = "FILE")]

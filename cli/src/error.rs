@@ -49,6 +49,18 @@ pub enum BenchError {
 
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// The `reranked` retriever without a reranker.
+    #[error(
+        "--retriever reranked needs a reranker: set CORTEX_RERANK_PROVIDER=local (after \
+         `bash scripts/fetch-reranker-model.sh`) or a hosted one; see docs/PROVIDERS.md"
+    )]
+    NoReranker,
+
+    /// The reranker failed on a question, so recall fell back to the fused order; a
+    /// benchmark of the reranker must not report that order as its own.
+    #[error("question {0}: the reranker failed and recall fell back to the fused order")]
+    RerankFailed(String),
 }
 
 impl BenchError {

@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cortex_core::{EngineConfig, Tier};
+use std::sync::Arc;
+
+use cortex_core::{EngineConfig, Reranker, Tier};
+use cortex_providers::RerankerConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::admin::{commands, doctor, token, ui};
@@ -127,7 +130,7 @@ pub async fn bench(
         reader_k: s.reader_k,
         reader_max_tokens: s.reader_max_tokens,
     });
-    let engine = EngineConfig::default().with_tier(tier);
+    let engine = engine_config(args, tier)?;
     let options = RunOptions {
         corpus: CorpusOptions {
             granularity: args.granularity,
@@ -145,6 +148,7 @@ pub async fn bench(
         embedder: providers.embedder.clone(),
         warm: providers.cached,
         qa,
+        reranker: reranker(args, env).await?,
     };
     let backend = Backend::open(args.backend).await?;
     tracing::info!(
@@ -239,7 +243,7 @@ async fn bench_samples(
     let options = LocomoOptions {
         depth,
         retrievers: dedup(&args.retriever),
-        engine: EngineConfig::default().with_tier(tier),
+        engine: engine_config(args, tier)?,
         limit: args.limit,
         split: match args.format {
             Format::Memories => Split::Question,
@@ -252,6 +256,7 @@ async fn bench_samples(
         embedder: providers.embedder.clone(),
         warm: providers.cached,
         qa: None,
+        reranker: reranker(args, env).await?,
     };
     let backend = Backend::open(args.backend).await?;
     let questions: usize = samples.iter().map(|s| s.questions.len()).sum();
@@ -395,6 +400,33 @@ fn cache_path(args: &BenchArgs) -> Option<PathBuf> {
         (Some(path), false) => Some(path.clone()),
         (None, false) => Some(default_cache_path()),
     }
+}
+
+/// The engine's settings for a run: the tier's, with `--rerank-depth`. A reranker gets
+/// all the time it needs: a benchmark must rank with it, never with the fallback.
+fn engine_config(args: &BenchArgs, tier: Tier) -> Result<EngineConfig, BenchError> {
+    let mut config = EngineConfig::default().with_tier(tier);
+    if let Some(depth) = args.rerank_depth {
+        if depth == 0 {
+            return Err(BenchError::option("--rerank-depth", "must be at least 1"));
+        }
+        config.rerank_depth = depth;
+    }
+    config.rerank_timeout = std::time::Duration::from_secs(3600);
+    Ok(config)
+}
+
+/// The reranker of `CORTEX_RERANK_PROVIDER`, loaded when the `reranked` retriever is
+/// asked for.
+async fn reranker(
+    args: &BenchArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn Reranker>>, BenchError> {
+    if !args.retriever.contains(&Retriever::Reranked) {
+        return Ok(None);
+    }
+    let config = RerankerConfig::from_env_map(env)?.ok_or(BenchError::NoReranker)?;
+    Ok(Some(config.build().await?))
 }
 
 /// The retrievers in the order given, each once.

@@ -11,7 +11,8 @@ use cortex_cli::bench::qa::QaSettings;
 use cortex_cli::bench::report::{QaSetup, RunConfig, summarize};
 use cortex_cli::bench::retrieve::Retriever;
 use cortex_cli::bench::{RunModels, RunOptions, run};
-use cortex_core::{EngineConfig, LLMProvider};
+use cortex_cli::error::BenchError;
+use cortex_core::{EngineConfig, LLMProvider, ProviderError, RerankHit, Reranker};
 use cortex_providers::FakeProvider;
 
 fn questions() -> Vec<Question> {
@@ -84,6 +85,7 @@ async fn qa_reads_judges_and_scores_abstention_separately() {
             reader_max_tokens: 256,
             judge_max_tokens: 16,
         }),
+        reranker: None,
     };
     let backend = Backend::open(BackendKind::Memory).await.unwrap();
     let mut seen = Vec::new();
@@ -144,6 +146,7 @@ async fn a_failing_reader_fails_the_run_naming_the_question() {
             reader_max_tokens: 256,
             judge_max_tokens: 16,
         }),
+        reranker: None,
     };
     let backend = Backend::open(BackendKind::Memory).await.unwrap();
     let err = run(
@@ -170,6 +173,7 @@ async fn memory_and_sqlite_backends_score_identically() {
                 embedder: Arc::new(FakeProvider::new(64)),
                 warm: false,
                 qa: None,
+                reranker: None,
             };
             let backend = Backend::open(kind).await.unwrap();
             let output = run(&qs, &options, &models, &backend, &mut |_| {})
@@ -200,6 +204,7 @@ async fn the_ablations_are_the_two_lists_hybrid_fuses() {
         embedder: Arc::new(FakeProvider::new(64)),
         warm: false,
         qa: None,
+        reranker: None,
     };
     let backend = Backend::open(BackendKind::Memory).await.unwrap();
     let output = run(&qs, &options, &models, &backend, &mut |_| {})
@@ -232,4 +237,101 @@ async fn the_ablations_are_the_two_lists_hybrid_fuses() {
             r.question_id
         );
     }
+}
+
+/// Keeps the fused order (`score = -index`), or fails every call.
+#[derive(Debug)]
+struct ScriptedReranker {
+    fail: bool,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Reranker for ScriptedReranker {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn rerank(
+        &self,
+        _query: &str,
+        documents: &[String],
+        top_n: usize,
+    ) -> Result<Vec<RerankHit>, ProviderError> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.fail {
+            return Err(ProviderError::Config("scripted failure".into()));
+        }
+        Ok((0..documents.len().min(top_n))
+            .map(|index| RerankHit {
+                index,
+                score: -(index as f64),
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn the_reranked_retriever_recalls_through_the_reranker_and_never_reports_a_fallback() {
+    let qs: Vec<Question> = questions().into_iter().take(6).collect();
+    let options = options(
+        Granularity::Session,
+        vec![Retriever::Hybrid, Retriever::Reranked],
+    );
+    let keeping = Arc::new(ScriptedReranker {
+        fail: false,
+        calls: Default::default(),
+    });
+    let models = RunModels {
+        embedder: Arc::new(FakeProvider::new(64)),
+        warm: false,
+        qa: None,
+        reranker: Some(keeping.clone()),
+    };
+    let backend = Backend::open(BackendKind::Memory).await.unwrap();
+    let output = run(&qs, &options, &models, &backend, &mut |_| {})
+        .await
+        .unwrap();
+    let scored: Vec<_> = output.results.iter().filter(|r| !r.abstention).collect();
+    assert!(!scored.is_empty());
+    for r in &scored {
+        // A reranker that keeps the fused order returns the fused list.
+        assert_eq!(
+            r.retrieval[&Retriever::Reranked].top_sessions,
+            r.retrieval[&Retriever::Hybrid].top_sessions,
+            "{}",
+            r.question_id
+        );
+    }
+    assert_eq!(
+        keeping.calls.load(std::sync::atomic::Ordering::Relaxed),
+        scored.len(),
+        "one rerank call per scored question"
+    );
+
+    // A failing reranker would leave the fused order under the reranker's name.
+    let failing = RunModels {
+        reranker: Some(Arc::new(ScriptedReranker {
+            fail: true,
+            calls: Default::default(),
+        })),
+        ..models
+    };
+    let backend = Backend::open(BackendKind::Memory).await.unwrap();
+    let err = run(&qs, &options, &failing, &backend, &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BenchError::RerankFailed(_)), "{err}");
+
+    // Asked for without a reranker, the retriever refuses to run.
+    let none = RunModels {
+        reranker: None,
+        ..failing
+    };
+    let backend = Backend::open(BackendKind::Memory).await.unwrap();
+    let err = run(&qs, &options, &none, &backend, &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BenchError::NoReranker), "{err}");
 }

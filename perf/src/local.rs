@@ -4,10 +4,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use cortex_core::{CortexMemory, LLMProvider, MemoryKind, MemoryStore};
-use cortex_providers::local::{LocalOptions, LocalProvider};
+use cortex_core::{CortexMemory, EngineConfig, LLMProvider, MemoryKind, MemoryStore, Reranker};
+use cortex_providers::local::{LocalOptions, LocalProvider, LocalReranker};
 use cortex_sqlite::SqliteStore;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -81,12 +81,21 @@ fn question(rng: &mut SmallRng) -> String {
 }
 
 /// Memorizes `count` texts and then times `queries` recalls of limit 10.
-pub async fn measure(model: &Path, count: usize, queries: usize) -> Result<Value, BoxError> {
-    let provider = LocalProvider::load(model, &LocalOptions::default())?;
+/// Fused candidates the local reranker is measured at (`--rerank-model`).
+const RERANK_DEPTHS: [usize; 3] = [10, 20, 30];
+
+pub async fn measure(
+    model: &Path,
+    rerank_model: Option<&Path>,
+    count: usize,
+    queries: usize,
+) -> Result<Value, BoxError> {
+    let provider: Arc<dyn LLMProvider> =
+        Arc::new(LocalProvider::load(model, &LocalOptions::default())?);
     let signature = provider.embedding_signature();
     let dir = tempfile::tempdir()?;
     let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(dir.path().join("local.db"))?);
-    let engine = CortexMemory::new(store, Arc::new(provider));
+    let engine = CortexMemory::new(store.clone(), provider.clone());
     let mut rng = SmallRng::seed_from_u64(23);
     let mut memorize = Samples::default();
     let started = Instant::now();
@@ -101,12 +110,33 @@ pub async fn measure(model: &Path, count: usize, queries: usize) -> Result<Value
     let first = Instant::now();
     engine.recall(USER, "warm up the index", 10).await?;
     let first_ms = first.elapsed().as_secs_f64() * 1e3;
-    let mut recall = Samples::default();
-    for _ in 0..queries {
-        let query = question(&mut rng);
-        let t = Instant::now();
-        engine.recall(USER, &query, 10).await?;
-        recall.push(t.elapsed());
+    let asked: Vec<String> = (0..queries).map(|_| question(&mut rng)).collect();
+    let recall = time_recalls(&engine, &asked).await?;
+    // The same recalls with the local reranker over the same store, one depth at a time,
+    // in this run: the ratio to plain recall is the figure, not the milliseconds.
+    let mut reranked = Vec::new();
+    if let Some(dir) = rerank_model {
+        let reranker: Arc<dyn Reranker> = Arc::new(LocalReranker::load(dir)?);
+        for depth in RERANK_DEPTHS {
+            let config = EngineConfig {
+                rerank_depth: depth,
+                rerank_timeout: Duration::from_secs(600),
+                ..EngineConfig::default()
+            };
+            let engine = CortexMemory::with_config(store.clone(), provider.clone(), config)
+                .with_reranker(reranker.clone());
+            engine.recall(USER, "warm up the index", 10).await?;
+            let samples = time_recalls(&engine, &asked).await?;
+            if engine.rerank_failures() > 0 {
+                return Err(format!("the reranker failed at depth {depth}").into());
+            }
+            reranked.push(json!({
+                "depth": depth,
+                "recall_p50_ms": samples.p50(),
+                "recall_p95_ms": samples.p95(),
+                "p50_ratio_to_plain": samples.p50() / recall.p50(),
+            }));
+        }
     }
     Ok(json!({
         "model": signature.model,
@@ -119,5 +149,16 @@ pub async fn measure(model: &Path, count: usize, queries: usize) -> Result<Value
         "first_recall_ms": first_ms,
         "recall_p50_ms": recall.p50(),
         "recall_p95_ms": recall.p95(),
+        "reranked": reranked,
     }))
+}
+
+async fn time_recalls(engine: &CortexMemory, queries: &[String]) -> Result<Samples, BoxError> {
+    let mut samples = Samples::default();
+    for query in queries {
+        let t = Instant::now();
+        engine.recall(USER, query, 10).await?;
+        samples.push(t.elapsed());
+    }
+    Ok(samples)
 }

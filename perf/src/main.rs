@@ -6,7 +6,7 @@
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
 //!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
-//!     [--local-model DIR [--local-count 10000] [--local-queries 200]]
+//!     [--local-model DIR [--local-count 10000] [--local-queries 200] [--rerank-model DIR]]
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--load [--load-users 100] [--load-sessions 4] [--load-secs 60]]
 //!     [--cache [--cache-users 10000] [--cache-memories 20] [--cache-tasks 16]
@@ -85,6 +85,10 @@ struct Options {
     /// Recalls timed (default 200; --quick 20).
     #[arg(long)]
     local_queries: Option<usize>,
+    /// With --local-model: the same recalls again with the local reranker in this
+    /// directory (scripts/fetch-reranker-model.sh) ordering 10, 20 and 30 fused candidates.
+    #[arg(long)]
+    rerank_model: Option<std::path::PathBuf>,
     /// Measure the Postgres pushdown too, in schemas `cortex_bench_<N>` of this database.
     #[arg(long)]
     postgres: Option<String>,
@@ -250,7 +254,7 @@ async fn main() -> Result<(), BoxError> {
             let queries = opts
                 .local_queries
                 .unwrap_or(if opts.quick { 20 } else { 200 });
-            let r = local::measure(dir, count, queries).await?;
+            let r = local::measure(dir, opts.rerank_model.as_deref(), count, queries).await?;
             println!(
                 "\nlocal model {} on SQLite, {} memories: memorize p50 {:.1} ms (p95 {:.1}), \
                  recall p50 {:.1} ms (p95 {:.1}) over {} recalls of limit 10, first recall \
@@ -264,6 +268,16 @@ async fn main() -> Result<(), BoxError> {
                 r["queries"],
                 r["first_recall_ms"].as_f64().unwrap_or(0.0),
             );
+            for row in r["reranked"].as_array().into_iter().flatten() {
+                println!(
+                    "  with the local reranker over {} fused candidates: recall p50 {:.1} ms \
+                     (p95 {:.1}), {:.1}x plain recall",
+                    row["depth"],
+                    row["recall_p50_ms"].as_f64().unwrap_or(0.0),
+                    row["recall_p95_ms"].as_f64().unwrap_or(0.0),
+                    row["p50_ratio_to_plain"].as_f64().unwrap_or(0.0),
+                );
+            }
             r
         }
         None => Value::Null,

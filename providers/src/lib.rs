@@ -7,7 +7,8 @@
 //! - [`FakeProvider`]: deterministic and offline, for tests and demos (not semantic).
 //! - `LocalProvider`: in-process embeddings (BERT through candle, or model2vec) from a
 //!   model directory; no key, no network. Behind the default cargo feature `local`.
-//! - [`HttpReranker`]: the Cohere / Jina / Voyage `/rerank` APIs, for the optional reranker.
+//! - [`HttpReranker`]: the Cohere / Jina / Voyage `/rerank` APIs, and `LocalReranker`, a
+//!   cross-encoder on the CPU: the optional reranker, chosen by [`RerankerConfig`].
 //! - [`CachingProvider`]: memoizes any of them, in memory or in a SQLite file.
 //! - [`ProviderConfig`]: picks and builds them from `CORTEX_*` environment variables.
 //!
@@ -26,6 +27,7 @@ pub mod http;
 pub mod local;
 pub mod openai;
 pub mod rerank;
+pub mod reranker_config;
 pub mod retry;
 pub mod secret;
 mod vectors;
@@ -41,8 +43,9 @@ pub use gemini::{GeminiConfig, GeminiProvider};
 pub use http::HttpOptions;
 pub use local::{LocalModelKind, LocalSettings};
 #[cfg(feature = "local")]
-pub use local::{LocalOptions, LocalProvider};
+pub use local::{LocalOptions, LocalProvider, LocalReranker};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
 pub use rerank::{HttpReranker, RerankConfig, RerankStyle};
+pub use reranker_config::{DEFAULT_LOCAL_RERANK_MODEL, RerankerConfig};
 pub use retry::{RetryPolicy, SleepFuture, Sleeper, TokioSleeper};
 pub use secret::ApiKey;

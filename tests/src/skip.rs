@@ -57,13 +57,33 @@ pub fn test_database_url() -> Option<String> {
 /// where `scripts/fetch-test-model.sh` puts it by default (`~/.cortex/models/`), or `None`
 /// after [`skip_or_fail`] when neither holds the model.
 pub fn test_model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CORTEX_TEST_MODEL_DIR")
+    model_dir(
+        "CORTEX_TEST_MODEL_DIR",
+        "all-MiniLM-L6-v2",
+        "scripts/fetch-test-model.sh",
+    )
+}
+
+/// The local reranker's cross-encoder (ms-marco-MiniLM-L-12-v2):
+/// `CORTEX_TEST_RERANK_MODEL_DIR`, else where `scripts/fetch-reranker-model.sh` puts it by
+/// default, or `None` after [`skip_or_fail`].
+pub fn test_rerank_model_dir() -> Option<PathBuf> {
+    model_dir(
+        "CORTEX_TEST_RERANK_MODEL_DIR",
+        "ms-marco-MiniLM-L-12-v2",
+        "scripts/fetch-reranker-model.sh",
+    )
+}
+
+fn model_dir(variable: &str, name: &str, script: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(variable)
         .filter(|v| !v.is_empty())
         .map_or_else(
             || {
                 std::env::var_os("HOME")
                     .map_or_else(|| PathBuf::from("/nonexistent"), PathBuf::from)
-                    .join(".cortex/models/all-MiniLM-L6-v2")
+                    .join(".cortex/models")
+                    .join(name)
             },
             PathBuf::from,
         );
@@ -71,8 +91,7 @@ pub fn test_model_dir() -> Option<PathBuf> {
         return Some(dir);
     }
     skip_or_fail(format_args!(
-        "no all-MiniLM-L6-v2 model at {}: run `export CORTEX_TEST_MODEL_DIR=\"$(bash \
-         scripts/fetch-test-model.sh)\"` first",
+        "no {name} model at {}: run `export {variable}=\"$(bash {script})\"` first",
         dir.display()
     ));
     None

@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use cortex_core::reader::chain_of_note::ReaderMemory;
-use cortex_core::{CortexMemory, EngineConfig, LLMProvider, ProviderUsage, TokenUsage};
+use cortex_core::{
+    CortexMemory, EngineConfig, LLMProvider, MemoryStore, ProviderUsage, Reranker, TokenUsage,
+};
 
 use crate::error::BenchError;
 use backend::Backend;
@@ -53,6 +55,23 @@ pub struct RunModels {
     /// Embed each question's memories in batches first (only useful through a cache).
     pub warm: bool,
     pub qa: Option<QaSettings>,
+    /// For the `reranked` retriever.
+    pub reranker: Option<Arc<dyn Reranker>>,
+}
+
+impl RunModels {
+    /// The engine the `reranked` retriever recalls with: `engine`'s store, embedder and
+    /// settings plus the reranker; `None` without one.
+    pub(crate) fn reranked_engine(
+        &self,
+        store: &Arc<dyn MemoryStore>,
+        config: &EngineConfig,
+    ) -> Option<CortexMemory> {
+        self.reranker.as_ref().map(|reranker| {
+            CortexMemory::with_config(store.clone(), self.embedder.clone(), config.clone())
+                .with_reranker(reranker.clone())
+        })
+    }
 }
 
 /// Provider calls and tokens by provider name. Calls answered by the cache count as
@@ -127,8 +146,10 @@ async fn run_question(
     let ids = ingest(&engine, &slot.user, &question.question_id, &corpus).await?;
     let by_id: HashMap<_, _> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let keys = corpus.keys();
+    let reranked = models.reranked_engine(&slot.store, &options.engine);
     let mut ranker = Ranker::new(
         &engine,
+        reranked.as_ref(),
         &slot.store,
         &models.embedder,
         &slot.user,

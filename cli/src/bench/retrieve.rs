@@ -35,6 +35,9 @@ pub enum Retriever {
     Dense,
     /// Okapi BM25 only.
     Bm25,
+    /// `hybrid`, then the reranker of `CORTEX_RERANK_PROVIDER` orders its fused pool
+    /// (`--rerank-depth` candidates): what `recall` returns with a reranker configured.
+    Reranked,
 }
 
 impl Retriever {
@@ -43,6 +46,7 @@ impl Retriever {
             Retriever::Hybrid => "hybrid",
             Retriever::Dense => "dense",
             Retriever::Bm25 => "bm25",
+            Retriever::Reranked => "reranked",
         }
     }
 }
@@ -57,6 +61,8 @@ impl fmt::Display for Retriever {
 #[derive(Debug)]
 pub struct Ranker<'a> {
     pub engine: &'a CortexMemory,
+    /// The same engine with a reranker, for [`Retriever::Reranked`].
+    pub reranked: Option<&'a CortexMemory>,
     pub store: &'a Arc<dyn MemoryStore>,
     pub embedder: &'a Arc<dyn LLMProvider>,
     pub user: &'a str,
@@ -71,6 +77,7 @@ pub struct Ranker<'a> {
 impl<'a> Ranker<'a> {
     pub fn new(
         engine: &'a CortexMemory,
+        reranked: Option<&'a CortexMemory>,
         store: &'a Arc<dyn MemoryStore>,
         embedder: &'a Arc<dyn LLMProvider>,
         user: &'a str,
@@ -78,6 +85,7 @@ impl<'a> Ranker<'a> {
     ) -> Self {
         Self {
             engine,
+            reranked,
             store,
             embedder,
             user,
@@ -102,6 +110,18 @@ impl<'a> Ranker<'a> {
                     .recall(self.user, query, depth)
                     .await
                     .map_err(|e| BenchError::engine(self.question_id, e))?;
+                Ok(found.into_iter().map(|s| s.memory.id).collect())
+            }
+            Retriever::Reranked => {
+                let engine = self.reranked.ok_or(BenchError::NoReranker)?;
+                let failures = engine.rerank_failures();
+                let found = engine
+                    .recall(self.user, query, depth)
+                    .await
+                    .map_err(|e| BenchError::engine(self.question_id, e))?;
+                if engine.rerank_failures() != failures {
+                    return Err(BenchError::RerankFailed(self.question_id.to_owned()));
+                }
                 Ok(found.into_iter().map(|s| s.memory.id).collect())
             }
             Retriever::Dense => {

@@ -40,51 +40,14 @@ impl fmt::Debug for BertEncoder {
 
 impl BertEncoder {
     pub(crate) fn load(dir: &Path) -> Result<Self, ProviderError> {
-        let config_path = dir.join(CONFIG);
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| config_error(format!("cannot read {}: {e}", config_path.display())))?;
-        let config: Config = serde_json::from_str(&text).map_err(|e| {
-            config_error(format!(
-                "{} is not a BERT config candle can load: {e}",
-                config_path.display()
-            ))
-        })?;
-        // RoBERTa, DistilBERT and friends read the same fields but lay their weights
-        // or positions out differently: refusing beats producing plausible garbage.
-        if let Some(model_type) = config.model_type.as_deref()
-            && model_type != "bert"
-        {
-            return Err(config_error(format!(
-                "{}: model_type {model_type:?} is not supported; the local embedder runs \
-                 BERT models (model_type \"bert\") and model2vec static models",
-                config_path.display()
-            )));
-        }
+        let config = read_config(dir)?;
         let max_tokens = max_sequence_length(dir, config.max_position_embeddings)?;
         let pooling = Pooling::from_model_dir(dir)?;
         let tokenizer = load_tokenizer(&dir.join(TOKENIZER), Some(max_tokens))?;
-        let pad_id = u32::try_from(config.pad_token_id).map_err(|_| {
-            config_error(format!(
-                "{}: pad_token_id is too large",
-                config_path.display()
-            ))
-        })?;
-
-        let weights_path = dir.join(WEIGHTS);
-        // Read rather than memory-mapped: mapping needs `unsafe`, which this crate forbids,
-        // and a sentence model is small enough to hold.
-        let weights = std::fs::read(&weights_path)
-            .map_err(|e| config_error(format!("cannot read {}: {e}", weights_path.display())))?;
+        let pad_id = pad_id(dir, &config)?;
         let device = Device::Cpu;
-        let load_error = |e: candle_core::Error| {
-            config_error(format!(
-                "cannot load the BERT weights in {}: {e}",
-                weights_path.display()
-            ))
-        };
-        let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(load_error)?;
-        let model = BertModel::load(vars, &config).map_err(load_error)?;
+        let vars = read_weights(dir, &device)?;
+        let model = BertModel::load(vars, &config).map_err(weights_error(dir))?;
         Ok(Self {
             model,
             tokenizer,
@@ -127,6 +90,34 @@ impl BertEncoder {
     }
 
     fn embed_batch(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>, ProviderError> {
+        let padded = Padded::new(batch, self.pad_id);
+        let hidden = padded
+            .forward(&self.model, &self.device)
+            .and_then(|hidden| hidden.to_vec3::<f32>())
+            .map_err(|e| invalid(format!("BERT inference failed: {e}")))?;
+        Ok(hidden
+            .iter()
+            .zip(padded.mask.chunks(padded.longest.max(1)))
+            .map(|(tokens, mask)| {
+                let mut vector = self.pooling.pool(tokens, mask);
+                l2_normalize(&mut vector);
+                vector
+            })
+            .collect())
+    }
+}
+
+/// A batch of encodings padded to its longest: token ids, segment ids and the mask.
+pub(crate) struct Padded {
+    ids: Vec<u32>,
+    type_ids: Vec<u32>,
+    pub(crate) mask: Vec<u32>,
+    pub(crate) longest: usize,
+    rows: usize,
+}
+
+impl Padded {
+    pub(crate) fn new(batch: &[&Encoding], pad_id: u32) -> Self {
         let longest = batch.iter().map(|e| e.len()).max().unwrap_or(0);
         let cells = batch.len() * longest;
         let (mut ids, mut type_ids, mut mask) = (
@@ -137,31 +128,92 @@ impl BertEncoder {
         for encoding in batch {
             let padding = longest - encoding.len();
             ids.extend_from_slice(encoding.get_ids());
-            ids.extend(std::iter::repeat_n(self.pad_id, padding));
+            ids.extend(std::iter::repeat_n(pad_id, padding));
             type_ids.extend_from_slice(encoding.get_type_ids());
             type_ids.extend(std::iter::repeat_n(0, padding));
             mask.extend_from_slice(encoding.get_attention_mask());
             mask.extend(std::iter::repeat_n(0, padding));
         }
-        let shape = (batch.len(), longest);
-        let tensor = |data: Vec<u32>| Tensor::from_vec(data, shape, &self.device);
-        let hidden = tensor(ids)
-            .and_then(|ids| {
-                let type_ids = tensor(type_ids)?;
-                let mask = tensor(mask.clone())?;
-                self.model.forward(&ids, &type_ids, Some(&mask))
-            })
-            .and_then(|hidden| hidden.to_vec3::<f32>())
-            .map_err(|e| invalid(format!("BERT inference failed: {e}")))?;
-        Ok(hidden
-            .iter()
-            .zip(mask.chunks(longest.max(1)))
-            .map(|(tokens, mask)| {
-                let mut vector = self.pooling.pool(tokens, mask);
-                l2_normalize(&mut vector);
-                vector
-            })
-            .collect())
+        Self {
+            ids,
+            type_ids,
+            mask,
+            longest,
+            rows: batch.len(),
+        }
+    }
+
+    /// The encoder's last hidden states, `[rows, longest, hidden]`.
+    pub(crate) fn forward(
+        &self,
+        model: &BertModel,
+        device: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let shape = (self.rows, self.longest);
+        let tensor = |data: &[u32]| Tensor::from_vec(data.to_vec(), shape, device);
+        model.forward(
+            &tensor(&self.ids)?,
+            &tensor(&self.type_ids)?,
+            Some(&tensor(&self.mask)?),
+        )
+    }
+}
+
+/// `dir/config.json`, refused unless it is a BERT config candle can run.
+pub(crate) fn read_config(dir: &Path) -> Result<Config, ProviderError> {
+    let config_path = dir.join(CONFIG);
+    let text = std::fs::read_to_string(&config_path)
+        .map_err(|e| config_error(format!("cannot read {}: {e}", config_path.display())))?;
+    let config: Config = serde_json::from_str(&text).map_err(|e| {
+        config_error(format!(
+            "{} is not a BERT config candle can load: {e}",
+            config_path.display()
+        ))
+    })?;
+    // RoBERTa, DistilBERT and friends read the same fields but lay their weights
+    // or positions out differently: refusing beats producing plausible garbage.
+    if let Some(model_type) = config.model_type.as_deref()
+        && model_type != "bert"
+    {
+        return Err(config_error(format!(
+            "{}: model_type {model_type:?} is not supported; the local models are \
+             BERT models (model_type \"bert\") and model2vec static models",
+            config_path.display()
+        )));
+    }
+    Ok(config)
+}
+
+/// The padding token's id, as the tokenizer's ids are typed.
+pub(crate) fn pad_id(dir: &Path, config: &Config) -> Result<u32, ProviderError> {
+    u32::try_from(config.pad_token_id).map_err(|_| {
+        config_error(format!(
+            "{}: pad_token_id is too large",
+            dir.join(CONFIG).display()
+        ))
+    })
+}
+
+/// `dir/model.safetensors`, in float32 on `device`.
+pub(crate) fn read_weights(
+    dir: &Path,
+    device: &Device,
+) -> Result<VarBuilder<'static>, ProviderError> {
+    let weights_path = dir.join(WEIGHTS);
+    // Read rather than memory-mapped: mapping needs `unsafe`, which this crate forbids,
+    // and a sentence model is small enough to hold.
+    let weights = std::fs::read(&weights_path)
+        .map_err(|e| config_error(format!("cannot read {}: {e}", weights_path.display())))?;
+    VarBuilder::from_buffered_safetensors(weights, DType::F32, device).map_err(weights_error(dir))
+}
+
+/// The error for weights that do not load as the config describes.
+pub(crate) fn weights_error(dir: &Path) -> impl Fn(candle_core::Error) -> ProviderError + '_ {
+    move |e| {
+        config_error(format!(
+            "cannot load the BERT weights in {}: {e}",
+            dir.join(WEIGHTS).display()
+        ))
     }
 }
 
@@ -184,7 +236,7 @@ fn max_sequence_length(dir: &Path, max_position_embeddings: usize) -> Result<usi
     Ok(limit)
 }
 
-fn invalid(message: String) -> ProviderError {
+pub(crate) fn invalid(message: String) -> ProviderError {
     ProviderError::InvalidResponse {
         provider: "local",
         message,

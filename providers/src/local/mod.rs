@@ -15,6 +15,8 @@ mod settings;
 #[cfg(feature = "local")]
 mod bert;
 #[cfg(feature = "local")]
+mod cross_encoder;
+#[cfg(feature = "local")]
 mod files;
 #[cfg(feature = "hf-hub")]
 mod hub;
@@ -25,14 +27,19 @@ mod pooling;
 #[cfg(feature = "local")]
 mod provider;
 #[cfg(feature = "local")]
+mod reranker;
+#[cfg(feature = "local")]
 mod tokenize;
 
+pub(crate) use settings::expand_home;
 pub use settings::{
     DEFAULT_LOCAL_BATCH_SIZE, DEFAULT_LOCAL_MODEL_REPO, LocalModelKind, LocalSettings,
 };
 
 #[cfg(feature = "local")]
 pub use provider::{LocalOptions, LocalProvider};
+#[cfg(feature = "local")]
+pub use reranker::LocalReranker;
 
 use cortex_core::ProviderError;
 

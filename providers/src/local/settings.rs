@@ -128,7 +128,7 @@ pub(crate) fn repo_name(repo: &str) -> &str {
     repo.rsplit('/').next().unwrap_or(repo)
 }
 
-fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+pub(crate) fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
     match (path.strip_prefix("~/"), home) {
         (Some(rest), Some(home)) => home.join(rest),
         _ if path == "~" => home.map_or_else(|| PathBuf::from(path), Path::to_path_buf),

@@ -9,3 +9,4 @@ mod bert;
 mod common;
 mod config;
 mod model2vec;
+mod reranker;

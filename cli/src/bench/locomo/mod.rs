@@ -174,8 +174,10 @@ async fn run_sample(
     output.memories += ids.len();
     output.conversations += 1;
 
+    let reranked = models.reranked_engine(&slot.store, &options.engine);
     let mut ranker = Ranker::new(
         &engine,
+        reranked.as_ref(),
         &slot.store,
         &models.embedder,
         &slot.user,
