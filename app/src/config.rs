@@ -339,16 +339,7 @@ impl ServerConfig {
 
         let top_k = match var("CORTEX_TOP_K") {
             None => tier.profile().top_k,
-            Some(text) => match text.parse::<usize>() {
-                Ok(k) if (1..=MAX_LIMIT).contains(&k) => k,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        variable: "CORTEX_TOP_K",
-                        value: text,
-                        expected: format!("use a whole number from 1 to {MAX_LIMIT}"),
-                    });
-                }
-            },
+            Some(text) => parse_limit("CORTEX_TOP_K", text)?,
         };
 
         let flag = |name: &'static str| -> Result<bool, ConfigError> {
@@ -399,16 +390,7 @@ impl ServerConfig {
                 Some(RerankerConfig::Local { .. }) => LOCAL_RERANK_DEPTH,
                 _ => tier.profile().rerank_depth,
             },
-            Some(text) => match text.parse::<usize>() {
-                Ok(k) if (1..=MAX_LIMIT).contains(&k) => k,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        variable: "CORTEX_RERANK_DEPTH",
-                        value: text,
-                        expected: format!("use a whole number from 1 to {MAX_LIMIT}"),
-                    });
-                }
-            },
+            Some(text) => parse_limit("CORTEX_RERANK_DEPTH", text)?,
         };
 
         let cache_max_bytes = match var("CORTEX_CACHE_MAX_BYTES") {
@@ -431,6 +413,18 @@ impl ServerConfig {
             rerank_depth,
             cache_max_bytes,
         })
+    }
+}
+
+/// A count of memories, 1 to [`MAX_LIMIT`].
+fn parse_limit(variable: &'static str, text: String) -> Result<usize, ConfigError> {
+    match text.parse::<usize>() {
+        Ok(k) if (1..=MAX_LIMIT).contains(&k) => Ok(k),
+        _ => Err(ConfigError::Invalid {
+            variable,
+            value: text,
+            expected: format!("use a whole number from 1 to {MAX_LIMIT}"),
+        }),
     }
 }
 
