@@ -298,7 +298,7 @@ fn requests_carry_their_id_into_json_logs() {
 
     let lines: Vec<serde_json::Value> = server
         .server
-        .log()
+        .log_once_it_has(&[r#""message":"memorized""#])
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
@@ -401,7 +401,9 @@ fn sigterm_finishes_the_calls_in_flight() {
         .exited_within(Duration::from_secs(20))
         .expect("still running 20 s after SIGTERM");
     assert!(status.success(), "{status}");
-    let log = server.log().join("\n");
+    let log = server
+        .log_once_it_has(&["finishing the calls in flight"])
+        .join("\n");
     assert!(log.contains("finishing the calls in flight"), "{log}");
 
     let (_, db) = store

@@ -249,7 +249,12 @@ async fn each_user_holds_a_bounded_share_of_sessions_and_only_their_own() {
     let (status, ..) = server.raw("DELETE", Some(ada), b"", &header);
     assert!(status < 300, "{status}");
     Client::open(&server, ada).ok("list_memories", json!({}));
-    let log = server.log().join("\n");
+    let log = server
+        .log_once_it_has(&[
+            "refused a new session",
+            "refused: a session another user opened",
+        ])
+        .join("\n");
     assert!(log.contains("refused a new session"), "{log}");
     assert!(
         log.contains("refused: a session another user opened"),

@@ -70,6 +70,23 @@ impl Server {
         self.log.lock().unwrap().clone()
     }
 
+    /// The log lines once each of `needles` is in one, waiting up to 10 s for them: the
+    /// server writes a line before it answers, but the thread that reads its stderr can
+    /// still be behind when the answer reaches the test.
+    pub fn log_once_it_has(&self, needles: &[&str]) -> Vec<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.log();
+            let all_in = needles
+                .iter()
+                .all(|n| lines.iter().any(|l| l.contains(n)));
+            if all_in || std::time::Instant::now() > deadline {
+                return lines;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends SIGTERM, as docker and systemd stop a server.
     pub fn terminate(&self) {
         let status = Command::new("kill")
