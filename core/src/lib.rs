@@ -46,7 +46,9 @@ pub use enrichment_store::{
 };
 pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError, StoreResult};
 pub use filter::MemoryFilter;
-pub use hybrid::{ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered};
+pub use hybrid::{
+    PARALLEL_LISTS_FROM, ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered,
+};
 pub use in_memory::InMemoryStore;
 pub use index::MemoryIndex;
 pub use keys::{Caller, KeyError, KeyStore, Scope, StoredKey};

@@ -1,11 +1,14 @@
 //! Exact dense search over a contiguous matrix of unit vectors.
 
-/// Row-major matrix of pre-normalised vectors, so cosine similarity is one dot product and
-/// a scan is a single streaming pass over contiguous memory.
+use super::compact::{CompactCodes, CompactQuery};
+
+/// Row-major matrix of pre-normalised vectors, so cosine similarity is one dot product,
+/// with an 8-bit copy that narrows a search to the rows worth scoring exactly.
 #[derive(Debug, Clone)]
 pub(crate) struct DenseMatrix {
     dimension: usize,
     data: Vec<f32>,
+    codes: CompactCodes,
 }
 
 impl DenseMatrix {
@@ -13,6 +16,7 @@ impl DenseMatrix {
         Self {
             dimension,
             data: Vec::new(),
+            codes: CompactCodes::new(dimension),
         }
     }
 
@@ -22,7 +26,9 @@ impl DenseMatrix {
 
     /// Appends `vector` scaled to unit length (validated: finite, not all zero).
     pub(crate) fn push_normalized(&mut self, vector: &[f32]) {
+        let start = self.data.len();
         self.data.extend(crate::embedding::normalized_iter(vector));
+        self.codes.push(&self.data[start..]);
     }
 
     /// Moves the last row into `row` and drops the last row (mirrors `Vec::swap_remove`).
@@ -36,13 +42,32 @@ impl DenseMatrix {
             self.data.copy_within(last * d..(last + 1) * d, row * d);
         }
         self.data.truncate(last * d);
+        self.codes.swap_remove(row);
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        self.data.capacity() * std::mem::size_of::<f32>()
+        self.data.capacity() * std::mem::size_of::<f32>() + self.codes.bytes()
     }
 
-    /// Dot product of `query` with every row, in row order.
+    /// The rows among `rows` (every row when `None`), ascending, that could be among the
+    /// `pool` with the highest dot product with `query` (unit length): scoring just these
+    /// with [`scores_of_rows`](Self::scores_of_rows) finds the same top `pool`, scores
+    /// and ties included, as scoring every row.
+    pub(crate) fn candidates(
+        &self,
+        query: &[f32],
+        pool: usize,
+        rows: Option<&[usize]>,
+    ) -> Vec<usize> {
+        if self.dimension == 0 {
+            return Vec::new();
+        }
+        self.codes.candidates(&CompactQuery::new(query), pool, rows)
+    }
+
+    /// Dot product of `query` with every row, in row order: the exhaustive scan the
+    /// candidates are tested against.
+    #[cfg(test)]
     pub(crate) fn scores(&self, query: &[f32]) -> Vec<f32> {
         if self.dimension == 0 {
             return Vec::new();

@@ -1,6 +1,7 @@
 //! The in-memory index a user's live memories are materialised into: exact dense search
 //! and BM25, both incrementally updatable.
 
+mod compact;
 mod dense;
 mod lexical;
 
@@ -144,11 +145,15 @@ impl MemoryIndex {
     /// `query` must already be validated against the index's dimension.
     pub fn dense_search(&self, query: &[f32], pool: usize) -> Vec<Hit> {
         let unit = normalized(query);
+        let rows = self.dense.candidates(&unit, pool, None);
+        self.exact_top(&unit, &rows, pool)
+    }
+
+    /// The best `pool` of `rows` by their exact cosine with `unit`.
+    fn exact_top(&self, unit: &[f32], rows: &[usize], pool: usize) -> Vec<Hit> {
         let hits = self
             .dense
-            .scores(&unit)
-            .into_iter()
-            .enumerate()
+            .scores_of_rows(unit, rows)
             .map(|(row, s)| Hit {
                 row,
                 score: f64::from(s),
@@ -173,15 +178,8 @@ impl MemoryIndex {
             .filter(|&row| filter.matches(&self.memories[row]))
             .collect();
         let unit = normalized(query);
-        let hits = self
-            .dense
-            .scores_of_rows(&unit, &rows)
-            .map(|(row, s)| Hit {
-                row,
-                score: f64::from(s),
-            })
-            .collect();
-        self.top(hits, pool)
+        let rows = self.dense.candidates(&unit, pool, Some(&rows));
+        self.exact_top(&unit, &rows, pool)
     }
 
     /// [`lexical_search`](Self::lexical_search) over only the rows whose memory passes
@@ -246,5 +244,156 @@ impl MemoryIndex {
             .partial_cmp(&a.score)
             .unwrap_or(Ordering::Equal)
             .then_with(|| self.memories[a.row].seq.cmp(&self.memories[b.row].seq))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryKind;
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    fn memory(seq: i64, kind: MemoryKind) -> Memory {
+        Memory {
+            id: Uuid::new_v4(),
+            user_id: "u".into(),
+            content: format!("memory {seq}"),
+            kind,
+            tags: vec![],
+            created_at: Utc::now(),
+            seq,
+            expires_at: None,
+        }
+    }
+
+    /// What the search must equal: every row (or every row passing `keep`) scored in full,
+    /// then the best `pool`.
+    fn exhaustive(
+        index: &MemoryIndex,
+        query: &[f32],
+        pool: usize,
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<Hit> {
+        let hits = index
+            .dense
+            .scores(&normalized(query))
+            .into_iter()
+            .enumerate()
+            .filter(|(row, _)| keep(*row))
+            .map(|(row, s)| Hit {
+                row,
+                score: f64::from(s),
+            })
+            .collect();
+        index.top(hits, pool)
+    }
+
+    /// Rows built to sit where an 8-bit bound is widest or a tie is closest: exact
+    /// duplicates, copies one ulp apart, permutations (equal scores from different
+    /// vectors), one huge component with tiny others, all-equal components, extreme
+    /// input norms, plus random rows; queries that equal a row, lie between near-ties, or
+    /// have one dominant component.
+    fn adversarial(d: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 2_000_001) as f32 / 1_000_000.0 - 1.0
+        };
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for _ in 0..400 {
+            rows.push((0..d).map(|_| next()).collect());
+        }
+        let base: Vec<f32> = (0..d).map(|_| next()).collect();
+        for i in 0..60 {
+            let mut v = base.clone();
+            match i % 6 {
+                0 => {}
+                1 => v[i % d] = v[i % d].next_up(),
+                2 => v[(i + 1) % d] = v[(i + 1) % d].next_down(),
+                3 => v.rotate_left(i % d),
+                4 => v.iter_mut().for_each(|x| *x *= 1e30),
+                _ => v.iter_mut().for_each(|x| *x *= 1e-30),
+            }
+            rows.push(v);
+        }
+        for i in 0..d {
+            let mut spike: Vec<f32> = (0..d).map(|_| next() * 1e-6).collect();
+            spike[i] = 1.0;
+            rows.push(spike);
+            rows.push(vec![if i % 2 == 0 { 1.0 } else { -1.0 }; d]);
+        }
+        let mut queries = vec![base.clone(), rows[3].clone(), rows[401].clone()];
+        let mut between = base.clone();
+        between[0] = between[0].next_up();
+        queries.push(between);
+        let mut dominant: Vec<f32> = (0..d).map(|_| next() * 1e-3).collect();
+        dominant[d / 2] = 1.0;
+        queries.push(dominant);
+        queries.push(vec![1.0; d]);
+        for _ in 0..10 {
+            queries.push((0..d).map(|_| next()).collect());
+        }
+        (rows, queries)
+    }
+
+    #[test]
+    fn the_compact_scan_finds_what_the_exhaustive_scan_finds() {
+        for d in [3, 16, 67] {
+            let (rows, queries) = adversarial(d);
+            let mut index = MemoryIndex::new(d);
+            for (seq, row) in rows.iter().enumerate() {
+                let kind = if seq % 3 == 0 {
+                    MemoryKind::Fact
+                } else {
+                    MemoryKind::Note
+                };
+                index.insert(memory(seq as i64, kind), row).unwrap();
+            }
+            // Removal moves rows: the codes must move with them.
+            for seq in (0..rows.len()).step_by(11) {
+                let id = index
+                    .memories
+                    .iter()
+                    .find(|m| m.seq == seq as i64)
+                    .unwrap()
+                    .id;
+                assert!(index.remove(&id));
+            }
+            let facts = MemoryFilter::new(&[MemoryKind::Fact], &[], &[], None, None).unwrap();
+            for (q, query) in queries.iter().enumerate() {
+                for pool in [1, 2, 10, 40, index.len() - 1, index.len() + 5] {
+                    let want = exhaustive(&index, query, pool, |_| true);
+                    let got = index.dense_search(query, pool);
+                    assert_eq!(got, want, "d {d}, query {q}, pool {pool}");
+                    let want = exhaustive(&index, query, pool, |row| {
+                        index.memories[row].kind == MemoryKind::Fact
+                    });
+                    let got = index.dense_search_filtered(query, pool, &facts);
+                    assert_eq!(got, want, "filtered: d {d}, query {q}, pool {pool}");
+                }
+            }
+        }
+    }
+
+    /// The narrowing is real: on spread-out data far fewer rows than all are scored in
+    /// full (else the compact scan would be pure cost).
+    #[test]
+    fn the_compact_scan_scores_few_rows_in_full() {
+        let d = 64;
+        let (rows, queries) = adversarial(d);
+        let mut index = MemoryIndex::new(d);
+        for (seq, row) in rows.iter().take(400).enumerate() {
+            index
+                .insert(memory(seq as i64, MemoryKind::Note), row)
+                .unwrap();
+        }
+        for query in &queries[6..] {
+            let candidates = index.dense.candidates(&normalized(query), 10, None);
+            assert!(candidates.len() >= 10);
+            assert!(candidates.len() < 100, "{} of 400 rows", candidates.len());
+        }
     }
 }

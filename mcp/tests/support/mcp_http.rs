@@ -77,9 +77,7 @@ impl Server {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             let lines = self.log();
-            let all_in = needles
-                .iter()
-                .all(|n| lines.iter().any(|l| l.contains(n)));
+            let all_in = needles.iter().all(|n| lines.iter().any(|l| l.contains(n)));
             if all_in || std::time::Instant::now() > deadline {
                 return lines;
             }
