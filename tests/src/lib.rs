@@ -90,6 +90,7 @@ macro_rules! conformance_suite {
             invalid_input_writes_nothing,
             rare_exact_token_is_recalled,
             recall_equals_brute_force_reference,
+            dense_list_is_exact_on_adversarial_vectors,
             recall_is_deterministic_across_handles,
             recall_on_empty_store_is_empty,
             unicode_and_sql_text_verbatim,

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cortex_core::embedding::normalized;
 use cortex_core::{CortexMemory, MemoryKind, MemoryStore, ScoredMemory};
 use cortex_providers::FakeProvider;
 
@@ -454,4 +455,101 @@ pub async fn bounded_cache_evicts_and_recall_stays_right(factory: &dyn StoreFact
         stats.users, 1,
         "only the last user's index is held: {stats:?}"
     );
+}
+
+/// Vectors built where an 8-bit bound is widest or a tie is closest: random rows, exact
+/// duplicates, copies one ulp apart, permutations (equal scores from different vectors),
+/// extreme input norms, one dominant component with tiny others, all components equal;
+/// and queries that equal a row, sit between near-ties or have one dominant component.
+fn adversarial_vectors(d: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 2_000_001) as f32 / 1_000_000.0 - 1.0
+    };
+    let mut rows: Vec<Vec<f32>> = (0..60).map(|_| (0..d).map(|_| next()).collect()).collect();
+    let base: Vec<f32> = (0..d).map(|_| next()).collect();
+    for i in 0..30 {
+        let mut v = base.clone();
+        match i % 6 {
+            0 => {}
+            1 => v[i % d] = v[i % d].next_up(),
+            2 => v[(i + 1) % d] = v[(i + 1) % d].next_down(),
+            3 => v.rotate_left(i % d),
+            4 => v.iter_mut().for_each(|x| *x *= 1e30),
+            _ => v.iter_mut().for_each(|x| *x *= 1e-30),
+        }
+        rows.push(v);
+    }
+    for i in 0..d {
+        let mut spike: Vec<f32> = (0..d).map(|_| next() * 1e-6).collect();
+        spike[i] = 1.0;
+        rows.push(spike);
+    }
+    rows.push(vec![1.0; d]);
+    let mut between = base.clone();
+    between[0] = between[0].next_up();
+    let mut dominant: Vec<f32> = (0..d).map(|_| next() * 1e-3).collect();
+    dominant[d / 2] = 1.0;
+    let mut queries = vec![base, rows[7].clone(), between, dominant, vec![1.0; d]];
+    queries.extend((0..5).map(|_| (0..d).map(|_| next()).collect::<Vec<f32>>()));
+    (rows, queries)
+}
+
+/// The dense list of a store's index (an 8-bit scan that scores in full only the rows
+/// that could reach the pool, `core/src/index/compact.rs`) is the exhaustive scan's on
+/// vectors built to defeat it: ids, order, and scores to the bit of each row's cosine
+/// (unit vectors, f64 sum, rounded to f32), ties by insertion.
+pub async fn dense_list_is_exact_on_adversarial_vectors(factory: &dyn StoreFactory) {
+    const D: usize = 16;
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (rows, queries) = adversarial_vectors(D);
+    let texts: Vec<String> = (0..rows.len())
+        .map(|i| format!("adversarial row {i}"))
+        .collect();
+    let provider = Arc::new(TableProvider {
+        table: texts.iter().cloned().zip(rows.iter().cloned()).collect(),
+        fallback: FakeProvider::new(D),
+    });
+    let engine = CortexMemory::new(store.clone(), provider);
+    let u = user("adversarial");
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let stored = remember_all(&engine, &u, &refs).await;
+    let built = store.build_index(&u, D).await.unwrap();
+    let index = &built.index;
+    assert_eq!(index.len(), rows.len());
+    let unit_dot = |a: &[f32], b: &[f32]| -> f32 {
+        let (a, b) = (normalized(a), normalized(b));
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum::<f64>() as f32
+    };
+    for (q, query) in queries.iter().enumerate() {
+        for pool in [1, 2, 5, 40, rows.len()] {
+            let mut expected: Vec<(uuid::Uuid, u32, i64)> = stored
+                .iter()
+                .zip(&rows)
+                .map(|(m, v)| (m.id, unit_dot(v, query).to_bits(), m.seq))
+                .collect();
+            expected.sort_by(|a, b| {
+                f32::from_bits(b.1)
+                    .total_cmp(&f32::from_bits(a.1))
+                    .then(a.2.cmp(&b.2))
+            });
+            expected.truncate(pool);
+            let got: Vec<(uuid::Uuid, u32, i64)> = index
+                .dense_search(query, pool)
+                .iter()
+                .map(|h| {
+                    let m = index.memory(h.row);
+                    (m.id, (h.score as f32).to_bits(), m.seq)
+                })
+                .collect();
+            assert_eq!(got, expected, "query {q}, pool {pool}");
+        }
+    }
 }
