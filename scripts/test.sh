@@ -40,4 +40,13 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
   bash scripts/install-chromium.sh >/dev/null
 fi
 
+# Under CI nothing may skip (a missing prerequisite fails), so the tests run under
+# cargo-nextest when it is installed: every test its own process, two binaries' tests
+# side by side instead of one binary after another; the doctests run after. Elsewhere
+# `cargo test`, whose output keeps each skipped test's SKIPPED line in view.
+ci="${CI:-}"
+if [ -n "$ci" ] && [ "$ci" != 0 ] && [ "$ci" != false ] && cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast "$@"
+  exec cargo test --workspace --locked --doc
+fi
 exec cargo test --workspace --locked "$@"

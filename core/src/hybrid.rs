@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::StoreError;
 use crate::filter::MemoryFilter;
 use crate::fusion::{ListWeights, lexical_bound, lexical_share, lexical_term};
 pub use crate::fusion::{NEIGHBOUR_WEIGHT, RRF_K};
@@ -36,13 +37,14 @@ pub struct ScoredMemory {
 
 /// Ranks a user's index for one query: each retriever's pool, fused (see
 /// [`crate::fusion`]), best `top_k` first; ties by earlier insertion. `query_terms` are
-/// the distinct byte-ordered terms.
+/// the distinct byte-ordered terms. Fails only when the index reads its vectors from a
+/// [`VectorSource`](crate::index::VectorSource) and the read fails.
 pub fn hybrid_retrieve(
     index: &MemoryIndex,
     query_embedding: &[f32],
     query_terms: &[String],
     top_k: usize,
-) -> Vec<ScoredMemory> {
+) -> Result<Vec<ScoredMemory>, StoreError> {
     hybrid_retrieve_filtered(
         index,
         query_embedding,
@@ -61,7 +63,7 @@ pub fn hybrid_retrieve_filtered(
     query_terms: &[String],
     top_k: usize,
     filter: &MemoryFilter,
-) -> Vec<ScoredMemory> {
+) -> Result<Vec<ScoredMemory>, StoreError> {
     let pool = candidate_pool(top_k);
     let dense = || index.dense_search_filtered(query_embedding, pool, filter);
     let lexical = || index.lexical_search_filtered(query_terms, pool, filter);
@@ -71,7 +73,7 @@ pub fn hybrid_retrieve_filtered(
         (dense(), lexical())
     };
     let bound = lexical_bound(index.term_idfs(query_terms));
-    fuse(index, &dense, &lexical, bound, top_k)
+    Ok(fuse(index, &dense?, &lexical, bound, top_k))
 }
 
 /// From this many memories the two lists are ranked on two threads: the dense scan and
@@ -195,9 +197,9 @@ mod tests {
                 .unwrap();
         }
         let terms = query_terms("alpha gamma");
-        let full = hybrid_retrieve(&index, &[0.3, 0.7], &terms, MIN_POOL);
+        let full = hybrid_retrieve(&index, &[0.3, 0.7], &terms, MIN_POOL).unwrap();
         for top_k in [1, 5, 10, 33] {
-            let got = hybrid_retrieve(&index, &[0.3, 0.7], &terms, top_k);
+            let got = hybrid_retrieve(&index, &[0.3, 0.7], &terms, top_k).unwrap();
             assert_eq!(got[..], full[..top_k], "top_k {top_k}");
         }
     }
@@ -218,12 +220,12 @@ mod tests {
         let query = [0.3, -0.7, 0.2];
         for top_k in [1, 10, 60] {
             let pool = candidate_pool(top_k);
-            let dense = index.dense_search(&query, pool);
+            let dense = index.dense_search(&query, pool).unwrap();
             let lexical = index.lexical_search(&terms, pool);
             let bound = lexical_bound(index.term_idfs(&terms));
             let one_after_the_other = fuse(&index, &dense, &lexical, bound, top_k);
             assert_eq!(
-                hybrid_retrieve(&index, &query, &terms, top_k),
+                hybrid_retrieve(&index, &query, &terms, top_k).unwrap(),
                 one_after_the_other
             );
         }
@@ -247,7 +249,7 @@ mod tests {
     impl Terms {
         fn of(index: &MemoryIndex, query: &[f32], text: &str) -> Self {
             let terms = query_terms(text);
-            let dense = index.dense_search(query, MIN_POOL);
+            let dense = index.dense_search(query, MIN_POOL).unwrap();
             let lexical = index.lexical_search(&terms, MIN_POOL);
             let bound = lexical_bound(index.term_idfs(&terms));
             let scores = |h: &[Hit]| h.iter().map(|h| h.score).collect::<Vec<_>>();
@@ -302,7 +304,7 @@ mod tests {
             index.insert(memory(seq, "filler"), &[0.5, 0.5]).unwrap();
         }
         let query = "zebra crossing lights";
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms(query), 3);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms(query), 3).unwrap();
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         assert_eq!(seqs[0], 3, "{got:?}");
         assert_eq!((got[0].dense_rank, got[0].lexical_rank), (Some(2), Some(1)));
@@ -330,7 +332,7 @@ mod tests {
             let text = if i == 2 { "alpha" } else { "other" };
             index.insert(memory(i as i64 + 1, text), v).unwrap();
         }
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 3);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 3).unwrap();
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         // By the lists alone seq 6 (dense rank 2) would come before seq 4 (dense rank 3).
         assert_eq!(seqs, [3, 4, 6], "{got:?}");
@@ -342,7 +344,7 @@ mod tests {
         );
         // Removing seq 3 takes the boost away with it.
         index.remove(&got[0].memory.id);
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 2);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("alpha"), 2).unwrap();
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         assert_eq!(seqs, [6, 4]);
         assert_eq!(index.seq_neighbours(4), (Some(2), Some(5)));
@@ -361,7 +363,7 @@ mod tests {
         index
             .insert(memory(3, "zebra stripes"), &[0.9, 0.1])
             .unwrap();
-        let got = hybrid_retrieve(&index, &[0.9, 0.1], &query_terms("zebra"), 3);
+        let got = hybrid_retrieve(&index, &[0.9, 0.1], &query_terms("zebra"), 3).unwrap();
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         // Dense's first two nearly tie (cosines 1.0 and 0.994) and BM25's first holds the
         // whole query: the lexical list leads. seq 2 (lexical rank 1, dense rank 3), then
@@ -400,7 +402,7 @@ mod tests {
         }
         let query = query_terms("who is my boss at work");
         // Every memory, so that the incidental match is in the list wherever it ranks.
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query, 7);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query, 7).unwrap();
         assert_eq!(got[0].memory.seq, 1, "{got:?}");
         assert_eq!(got[0].lexical_rank, None);
         // Plain RRF (equal weights, no share) would have put seq 2 first: lexical rank 1
@@ -429,7 +431,7 @@ mod tests {
                 .insert(memory(seq, "notes about keys and sandboxes"), &[x, 0.4])
                 .unwrap();
         }
-        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("what is 7731"), 3);
+        let got = hybrid_retrieve(&index, &[1.0, 0.0], &query_terms("what is 7731"), 3).unwrap();
         assert_eq!(got[0].memory.seq, 1, "{got:?}");
         assert_eq!(got[0].lexical_rank, Some(1));
         assert_ne!(got[0].dense_rank, Some(1));
@@ -443,7 +445,7 @@ mod tests {
                 .insert(memory(seq, "same words"), &[1.0, 1.0])
                 .unwrap();
         }
-        let got = hybrid_retrieve(&index, &[1.0, 1.0], &query_terms("same"), 3);
+        let got = hybrid_retrieve(&index, &[1.0, 1.0], &query_terms("same"), 3).unwrap();
         let seqs: Vec<i64> = got.iter().map(|s| s.memory.seq).collect();
         assert_eq!(seqs, [2, 5, 9]);
     }

@@ -289,7 +289,7 @@ fn in_process(n: usize, queries: usize, cases: &[Case]) -> Result<(Value, u64), 
     };
     for r in requests.iter().take(5) {
         for c in cases {
-            std::hint::black_box(search(r, c));
+            std::hint::black_box(search(r, c)?);
         }
     }
     let mut cells = vec![Checked::default(); cases.len()];
@@ -297,7 +297,7 @@ fn in_process(n: usize, queries: usize, cases: &[Case]) -> Result<(Value, u64), 
         for k in 0..cases.len() {
             let c = (q + k) % cases.len();
             let start = Instant::now();
-            let hits = search(r, &cases[c]);
+            let hits = search(r, &cases[c])?;
             let took = start.elapsed();
             cells[c].record(took, &hits, &cases[c].filter, pass[c]);
         }
@@ -435,7 +435,7 @@ async fn pushdown(
                 }
             }
             let local: Vec<Uuid> =
-                hybrid_retrieve_filtered(&built, &r.embedding, &r.terms, TOP_K, &req.filter)
+                hybrid_retrieve_filtered(&built, &r.embedding, &r.terms, TOP_K, &req.filter)?
                     .iter()
                     .map(|h| h.memory.id)
                     .collect();

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    CortexMemory, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, PARALLEL_LISTS_FROM,
-    hybrid_retrieve,
+    CortexMemory, EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
+    PARALLEL_LISTS_FROM, hybrid_retrieve,
 };
 use cortex_providers::FakeProvider;
 use cortex_providers::fake::FAKE_MODEL;
@@ -222,9 +222,9 @@ async fn main() -> Result<(), BoxError> {
     }
     let mut report = Vec::new();
     println!(
-        "| N | d | floor ms | recall p50 | p95 | ratio to floor | embed | dense | dense / floor | bm25 | fusion | rebuild/recall p50 | speedup | dense-only p50 | sqlite-vec p50 | vs sqlite-vec | bytes/memory | index bytes/memory |"
+        "| N | d | floor ms | recall p50 | p95 | ratio to floor | embed | dense | dense / floor | bm25 | fusion | rebuild/recall p50 | speedup | dense-only p50 | sqlite-vec p50 | vs sqlite-vec | bytes/memory | index bytes/memory | resident index bytes/memory | dense / resident dense |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &d in &dims {
         for &n in &sizes {
             let row = measure(n, d, queries).await?;
@@ -424,7 +424,7 @@ fn cache_options(
 fn print_row(r: &Value) {
     let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     println!(
-        "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.2}x | {:.2} | {:.3} | {:.1} | {:.0}x | {:.2} | {:.2} | {:.1}x | {:.0} | {:.0} |",
+        "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.2}x | {:.2} | {:.3} | {:.1} | {:.0}x | {:.2} | {:.2} | {:.1}x | {:.0} | {:.0} | {:.0} | {:.2}x |",
         r["n"],
         r["d"],
         f("floor_ms"),
@@ -443,6 +443,8 @@ fn print_row(r: &Value) {
         f("sqlite_vec_p50_ms") / f("dense_only_p50_ms"),
         f("bytes_per_memory"),
         f("index_bytes_per_memory"),
+        f("resident_index_bytes_per_memory"),
+        f("dense_p50_ms") / f("resident_dense_p50_ms"),
     );
 }
 
@@ -504,18 +506,34 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
     // The same work split into its parts, on an index built the same way.
     let built = store.build_index(USER, d).await?;
     let index = &built.index;
+    // The same memories with every f32 row in memory, as an index without a vector
+    // source keeps them: what reading the candidates' vectors from the file costs.
+    let mut resident = MemoryIndex::new(d);
+    for row in 0..index.len() {
+        let memory = index.memory(row).clone();
+        let at = usize::try_from(memory.seq - 1)?;
+        resident.insert(memory, corpus.vector(at))?;
+    }
     let (mut embed, mut dense, mut bm25, mut hybrid) = (
         Samples::default(),
         Samples::default(),
         Samples::default(),
         Samples::default(),
     );
+    let mut resident_dense = Samples::default();
     for q in &query_texts {
         let v = embed.time(|| fake.vector(q));
         let terms = query_terms(q);
-        std::hint::black_box(dense.time(|| index.dense_search(&v, 40)));
+        let from_file = dense.time(|| index.dense_search(&v, 40))?;
+        let in_memory = resident_dense.time(|| resident.dense_search(&v, 40))?;
+        if from_file != in_memory {
+            return Err(format!(
+                "{n} x {d}: the index over the file differs from the resident one"
+            )
+            .into());
+        }
         std::hint::black_box(bm25.time(|| index.lexical_search(&terms, 40)));
-        std::hint::black_box(hybrid.time(|| hybrid_retrieve(index, &v, &terms, 10)));
+        std::hint::black_box(hybrid.time(|| hybrid_retrieve(index, &v, &terms, 10))?);
     }
     // From PARALLEL_LISTS_FROM memories the two lists are ranked side by side.
     let lists_p50 = if n >= PARALLEL_LISTS_FROM {
@@ -532,7 +550,7 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         let terms = query_terms(q);
         let started = Instant::now();
         let fresh = store.build_index(USER, d).await?;
-        std::hint::black_box(hybrid_retrieve(&fresh.index, &v, &terms, 10));
+        std::hint::black_box(hybrid_retrieve(&fresh.index, &v, &terms, 10)?);
         rebuild.push(started.elapsed());
     }
 
@@ -543,7 +561,7 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
     let mut dense_only = Samples::default();
     let mut ours = Vec::new();
     for q in &qvecs {
-        let hits = dense_only.time(|| index.dense_search(q, 10));
+        let hits = dense_only.time(|| index.dense_search(q, 10))?;
         ours.push(
             hits.iter()
                 .map(|h| index.memory(h.row).seq - 1)
@@ -570,6 +588,8 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         "dense_only_p50_ms": dense_only.p50(), "sqlite_vec_p50_ms": peer.p50(),
         "top10_agreement_with_sqlite_vec": agree,
         "index_bytes_per_memory": index.approx_bytes() as f64 / n as f64,
+        "resident_index_bytes_per_memory": resident.approx_bytes() as f64 / n as f64,
+        "resident_dense_p50_ms": resident_dense.p50(),
         "bytes_per_memory": rss_after.saturating_sub(rss_before) as f64 / n as f64,
     }))
 }

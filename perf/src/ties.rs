@@ -135,7 +135,7 @@ async fn measure_one(
         filter: Default::default(),
     };
     let index = store.build_index(USER, DIM).await?.index;
-    let expected = hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K);
+    let expected = hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K)?;
     let got = store.search(USER, &request).await?;
     let view = |hits: &[cortex_core::ScoredMemory]| -> Vec<(uuid::Uuid, u64)> {
         hits.iter()
@@ -151,7 +151,7 @@ async fn measure_one(
         std::hint::black_box(store.search(USER, &request).await?);
         pushdown.push(start.elapsed());
         std::hint::black_box(
-            local.time(|| hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K)),
+            local.time(|| hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K))?,
         );
     }
     println!(

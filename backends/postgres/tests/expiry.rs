@@ -212,7 +212,8 @@ async fn search_all(
         };
         let terms = query_terms(query);
         for top_k in TOP_KS {
-            let expected = hybrid_retrieve_filtered(index, &embedding, &terms, top_k, filter);
+            let expected =
+                hybrid_retrieve_filtered(index, &embedding, &terms, top_k, filter).unwrap();
             assert!(expected.iter().all(|s| filter.matches(&s.memory)));
             let request = SearchRequest {
                 query: query.clone(),
@@ -358,7 +359,7 @@ async fn recall_leaves_out_expired_memories_exactly() {
         filter,
     };
     let unfiltered = request(MemoryFilter::default());
-    let hits = hybrid_retrieve(&index, &unfiltered.embedding, &unfiltered.terms, 5);
+    let hits = hybrid_retrieve(&index, &unfiltered.embedding, &unfiltered.terms, 5).unwrap();
     assert!(hits.iter().any(|h| h.memory.id == first_id));
     same(
         "a microsecond before the first",
@@ -652,7 +653,7 @@ async fn transfer_keeps_expiry() {
     let got = to.search(USER, &request).await.unwrap();
     same(
         "imported",
-        &hybrid_retrieve_filtered(&index, &request.embedding, &request.terms, 10, &filter),
+        &hybrid_retrieve_filtered(&index, &request.embedding, &request.terms, 10, &filter).unwrap(),
         &got,
     );
     assert!(got.iter().all(|h| h.memory.id != expired.id));

@@ -293,7 +293,8 @@ async fn filtered_search_matches_the_core() {
             };
             let terms = query_terms(&query);
             for top_k in TOP_KS {
-                let expected = hybrid_retrieve_filtered(&index, &embedding, &terms, top_k, &filter);
+                let expected =
+                    hybrid_retrieve_filtered(&index, &embedding, &terms, top_k, &filter).unwrap();
                 assert_eq!(expected.len(), passing.min(top_k), "{name}, {query:?}");
                 assert!(expected.iter().all(|s| filter.matches(&s.memory)));
                 let request = SearchRequest {
@@ -338,7 +339,8 @@ async fn filtered_search_matches_the_core() {
         top_k: 10,
         filter: MemoryFilter::default(),
     };
-    let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 10);
+    let expected =
+        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 10).unwrap();
     same(
         "no filter",
         &expected,
@@ -466,7 +468,8 @@ async fn hnsw_with_a_selective_filter_is_not_short() {
                 top_k,
                 filter: rare.clone(),
             };
-            let expected = hybrid_retrieve_filtered(&index, q, &request.terms, top_k, &rare);
+            let expected =
+                hybrid_retrieve_filtered(&index, q, &request.terms, top_k, &rare).unwrap();
             assert_eq!(expected.len(), passing.min(top_k));
             let got = iterative.search(user, &request).await.unwrap();
             assert_eq!(

@@ -283,8 +283,8 @@ async fn run_parity(tag: &str, seed: u64, size: usize, embedder: Embedder, query
         };
         let terms = query_terms(&query);
         for top_k in [1, 3, 5, 10, 25, 60] {
-            let expected = hybrid_retrieve(&sqlite_index, &embedding, &terms, top_k);
-            let from_pg_index = hybrid_retrieve(&pg_index, &embedding, &terms, top_k);
+            let expected = hybrid_retrieve(&sqlite_index, &embedding, &terms, top_k).unwrap();
+            let from_pg_index = hybrid_retrieve(&pg_index, &embedding, &terms, top_k).unwrap();
             let request = SearchRequest {
                 query: query.clone(),
                 terms: terms.clone(),
@@ -508,7 +508,7 @@ async fn long_queries_match_in_process() {
         assert!(terms.len() >= 600, "{} terms", terms.len());
         let embedding = fake.vector(query);
         for top_k in [1, 10, 60] {
-            let expected = hybrid_retrieve(&index, &embedding, &terms, top_k);
+            let expected = hybrid_retrieve(&index, &embedding, &terms, top_k).unwrap();
             assert!(
                 !index.lexical_search(&terms, 1).is_empty(),
                 "the query matched no memory lexically"

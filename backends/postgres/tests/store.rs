@@ -237,7 +237,8 @@ async fn pruned_search_equals_full_scoring() {
             filter: Default::default(),
         };
         let expected =
-            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
+            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
+                .unwrap();
         assert_eq!(
             pruning.search("u", &request).await.unwrap(),
             expected,
@@ -329,7 +330,8 @@ async fn rarest_first_looks_up_in_stages() {
             filter: Default::default(),
         };
         let expected =
-            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k);
+            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
+                .unwrap();
         let staged = &staged;
         async move { (staged.search("u", &request).await.unwrap(), expected) }
     };
@@ -394,7 +396,8 @@ async fn term_bounds_come_from_the_best_posting() {
         top_k: 1,
         filter: Default::default(),
     };
-    let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1);
+    let expected =
+        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1).unwrap();
     assert_eq!(pruning.search("u", &request).await.unwrap(), expected);
     assert_eq!(
         pruning.diagnostics().lexical_paths(),
@@ -426,7 +429,8 @@ async fn term_bounds_come_from_the_best_posting() {
         top_k: 3,
         filter: Default::default(),
     };
-    let expected = cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 3);
+    let expected =
+        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 3).unwrap();
     assert_eq!(expected[0].memory.content, long);
     assert_eq!(expected[0].lexical_rank, Some(1));
     assert_eq!(pruning.search("v", &request).await.unwrap(), expected);
@@ -480,7 +484,7 @@ async fn sql_cosine_equals_the_core_bit_for_bit() {
                     &doc,
                 )
                 .unwrap();
-            let core = index.dense_search(&query, 1)[0].score as f32;
+            let core = index.dense_search(&query, 1).unwrap()[0].score as f32;
             let got: f32 = client
                 .query_one(
                     &sql,

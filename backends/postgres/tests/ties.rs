@@ -140,7 +140,7 @@ async fn mass_ties_match_the_core_and_score_each_distinct_vector_once() {
                 top_k,
                 filter: Default::default(),
             };
-            let expected = hybrid_retrieve(&index, &embedding, &terms, top_k);
+            let expected = hybrid_retrieve(&index, &embedding, &terms, top_k).unwrap();
             assert_eq!(expected.len(), top_k);
             unit_dots_since(&counted).await;
             let got = counted.search(USER, &request).await.unwrap();
@@ -249,9 +249,13 @@ async fn ties_sharing_no_word_cost_no_exact_score_each() {
                     top_k,
                     filter: filter.clone(),
                 };
-                let expected = hybrid_retrieve_filtered(&index, &embedding, &terms, top_k, &filter);
+                let expected =
+                    hybrid_retrieve_filtered(&index, &embedding, &terms, top_k, &filter).unwrap();
                 if filter == MemoryFilter::default() {
-                    assert_eq!(expected, hybrid_retrieve(&index, &embedding, &terms, top_k));
+                    assert_eq!(
+                        expected,
+                        hybrid_retrieve(&index, &embedding, &terms, top_k).unwrap()
+                    );
                 }
                 assert_eq!(expected.len(), top_k);
                 unit_dots_since(&counted).await;

@@ -14,6 +14,7 @@ mod reembed;
 mod schema;
 mod store;
 mod transfer;
+mod vectors;
 mod writes;
 
 pub use schema::SCHEMA_VERSION;

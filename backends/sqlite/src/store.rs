@@ -23,6 +23,7 @@ use crate::listing::list_statement;
 use crate::meta::{bump_generation, read_generation, read_signature};
 use crate::records::{BACKEND, SqliteRecords};
 use crate::schema::migrate;
+use crate::vectors::{Reader, StoredVectors};
 use crate::writes::{check_signature, insert_memory, insert_supersession};
 
 /// How long a statement waits for another connection's lock before it fails.
@@ -87,6 +88,8 @@ pub fn default_path() -> Result<PathBuf, StoreError> {
 pub struct SqliteStore {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
+    /// Where the cached indexes read full vectors (they keep only 8-bit codes).
+    reader: Arc<Reader>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -177,6 +180,7 @@ impl SqliteStore {
         .map_err(opening)?;
         migrate(&mut conn)?;
         Ok(Self {
+            reader: Arc::new(Reader::new(path.clone(), BUSY_TIMEOUT)),
             path,
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -414,6 +418,10 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
+        let source = Arc::new(StoredVectors {
+            reader: Arc::clone(&self.reader),
+            user: user.to_owned(),
+        });
         let user = user.to_owned();
         self.run(move |conn| {
             // One read transaction, so the rows and the generation describe one snapshot.
@@ -426,7 +434,7 @@ impl MemoryStore for SqliteStore {
             );
             let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
             let mut rows = stmt.query(params![user]).map_err(db_err)?;
-            let mut index = MemoryIndex::new(dimension);
+            let mut index = MemoryIndex::over_source(dimension, source);
             while let Some(row) = rows.next().map_err(db_err)? {
                 let memory = MemoryRow::read(row).map_err(db_err)?.decode()?;
                 let blob = row.get_ref("embedding").map_err(db_err)?;

@@ -6,7 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
-use cortex_core::{CortexMemory, MemoryKind, MemoryStore, StoreError};
+use cortex_core::{
+    CortexMemory, LLMProvider, MemoryId, MemoryKind, MemoryStore, NewMemory, StoreError,
+};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::{SCHEMA_VERSION, SqliteConfig, SqliteStore, Synchronous};
 use rusqlite::Connection;
@@ -163,4 +165,63 @@ async fn vectors_are_stored_as_little_endian_f32_blobs() {
         .flat_map(|x| x.to_le_bytes())
         .collect();
     assert_eq!(blob, expected);
+}
+
+/// The cached index keeps 8-bit codes, not the f32 rows: it reads back just the vectors
+/// its exact re-score needs, from the file as it is now.
+#[tokio::test]
+async fn the_index_reads_its_candidates_vectors_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let d = 256;
+    let fake = FakeProvider::new(d);
+    let signature = fake.embedding_signature();
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        let text = format!("note number {i} about topic {}", i % 7);
+        let m = NewMemory::new("u", &text, MemoryKind::Note, &[], 1 << 20).unwrap();
+        ids.push(
+            store
+                .add(&m, &fake.vector(&text), &signature)
+                .await
+                .unwrap()
+                .memory
+                .id,
+        );
+    }
+    let other = SqliteStore::open(&path).unwrap();
+    other
+        .add(
+            &NewMemory::new(
+                "v",
+                "note number 3 about topic 3",
+                MemoryKind::Note,
+                &[],
+                1 << 20,
+            )
+            .unwrap(),
+            &fake.vector("note number 3 about topic 3"),
+            &signature,
+        )
+        .await
+        .unwrap();
+    let index = store.build_index("u", d).await.unwrap().index;
+    assert!(
+        index.approx_bytes() < index.len() * d * 4,
+        "{} bytes hold more than the codes",
+        index.approx_bytes()
+    );
+    let query = fake.vector("note number 3 about topic 3");
+    let top = |hits: Vec<cortex_core::index::Hit>| -> Vec<MemoryId> {
+        hits.iter().map(|h| index.memory(h.row).id).collect()
+    };
+    let before = top(index.dense_search(&query, 3).unwrap());
+    assert_eq!(before[0], ids[3]);
+    // Forgotten through another handle after the index was built: read as gone, not
+    // scored from a vector the index no longer has.
+    other.delete("u", &ids[3]).await.unwrap().unwrap();
+    let after = top(index.dense_search(&query, 3).unwrap());
+    assert!(!after.contains(&ids[3]), "{after:?}");
+    assert_eq!(after[..2], before[1..]);
 }

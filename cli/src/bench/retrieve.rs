@@ -127,7 +127,7 @@ impl<'a> Ranker<'a> {
             Retriever::Dense => {
                 let vector = self.embed_query(query).await?;
                 let index = self.index().await?;
-                Ok(ids(index, index.dense_search(&vector, depth)))
+                Ok(ids(index, index.dense_search(&vector, depth)?))
             }
             Retriever::Bm25 => {
                 let terms = query_terms(query);
@@ -165,7 +165,7 @@ impl<'a> Ranker<'a> {
             "idfs": index.term_idfs(&terms),
             "gold": gold,
             "session_of": session_of,
-            "dense": list(index.dense_search(&vector, depth)),
+            "dense": list(index.dense_search(&vector, depth)?),
             "bm25": list(index.lexical_search(&terms, depth)),
         });
         let io = |source| BenchError::Io {

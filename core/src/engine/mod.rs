@@ -459,7 +459,7 @@ impl CortexMemory {
         let now = self.clock.now();
         Ok(built
             .index
-            .dense_search(vector, depth)
+            .dense_search(vector, depth)?
             .into_iter()
             .map(|hit| (built.index.memory(hit.row).clone(), hit.score))
             .filter(|(m, _)| !m.expired_at(now))
@@ -514,14 +514,17 @@ impl CortexMemory {
             self.store.search(user, &request).await?
         } else {
             let built = self.current_index(user, signature.dimension).await?;
-            built.as_ref().map_or_else(Vec::new, |b| {
-                // Nothing expired yet: the condition holds for every row, and the empty
-                // filter keeps the unfiltered path.
-                if !b.index.any_expired(now) {
-                    filter.alive_at = None;
+            match built.as_ref() {
+                None => Vec::new(),
+                Some(b) => {
+                    // Nothing expired yet: the condition holds for every row, and the empty
+                    // filter keeps the unfiltered path.
+                    if !b.index.any_expired(now) {
+                        filter.alive_at = None;
+                    }
+                    hybrid_retrieve_filtered(&b.index, &embedding, &terms, depth, &filter)?
                 }
-                hybrid_retrieve_filtered(&b.index, &embedding, &terms, depth, &filter)
-            })
+            }
         };
         Ok(match &self.reranker {
             Some(reranker) => {

@@ -3,18 +3,29 @@
 use super::compact::{CompactCodes, CompactQuery};
 
 /// Row-major matrix of pre-normalised vectors, so cosine similarity is one dot product,
-/// with an 8-bit copy that narrows a search to the rows worth scoring exactly.
+/// with an 8-bit copy that narrows a search to the rows worth scoring exactly. A matrix
+/// that is not `resident` keeps only the 8-bit copy: its full rows are read back from a
+/// [`VectorSource`](super::VectorSource) for the rows the copy cannot rule out.
 #[derive(Debug, Clone)]
 pub(crate) struct DenseMatrix {
     dimension: usize,
+    resident: bool,
+    /// The unit rows; empty when not `resident`.
     data: Vec<f32>,
     codes: CompactCodes,
 }
 
 impl DenseMatrix {
+    #[cfg(test)]
     pub(crate) fn new(dimension: usize) -> Self {
+        Self::with_rows(dimension, true)
+    }
+
+    /// A matrix that keeps its f32 rows (`resident`) or only their codes.
+    pub(crate) fn with_rows(dimension: usize, resident: bool) -> Self {
         Self {
             dimension,
+            resident,
             data: Vec::new(),
             codes: CompactCodes::new(dimension),
         }
@@ -26,9 +37,13 @@ impl DenseMatrix {
 
     /// Appends `vector` scaled to unit length (validated: finite, not all zero).
     pub(crate) fn push_normalized(&mut self, vector: &[f32]) {
-        let start = self.data.len();
-        self.data.extend(crate::embedding::normalized_iter(vector));
-        self.codes.push(&self.data[start..]);
+        if self.resident {
+            let start = self.data.len();
+            self.data.extend(crate::embedding::normalized_iter(vector));
+            self.codes.push(&self.data[start..]);
+        } else {
+            self.codes.push(&crate::embedding::normalized(vector));
+        }
     }
 
     /// Moves the last row into `row` and drops the last row (mirrors `Vec::swap_remove`).
@@ -37,11 +52,13 @@ impl DenseMatrix {
         if d == 0 {
             return;
         }
-        let last = self.data.len() / d - 1;
-        if row != last {
-            self.data.copy_within(last * d..(last + 1) * d, row * d);
+        if self.resident {
+            let last = self.data.len() / d - 1;
+            if row != last {
+                self.data.copy_within(last * d..(last + 1) * d, row * d);
+            }
+            self.data.truncate(last * d);
         }
-        self.data.truncate(last * d);
         self.codes.swap_remove(row);
     }
 
@@ -83,13 +100,13 @@ impl DenseMatrix {
 
 impl DenseMatrix {
     /// Dot product of `query` with each of `rows` (ascending row numbers), as `scores`
-    /// computes it for those rows.
+    /// computes it for those rows. Only for a resident matrix.
     pub(crate) fn scores_of_rows<'a>(
         &'a self,
         query: &[f32],
         rows: &'a [usize],
     ) -> impl Iterator<Item = (usize, f32)> + 'a {
-        let query: Vec<f64> = query.iter().map(|x| f64::from(*x)).collect();
+        let query = widened(query);
         let d = self.dimension;
         rows.iter()
             .map(move |&row| (row, dot(&self.data[row * d..(row + 1) * d], &query)))
@@ -117,6 +134,11 @@ pub(crate) fn dot(a: &[f32], b: &[f64]) -> f32 {
         sum += f64::from(*x) * y;
     }
     sum as f32
+}
+
+/// `query` widened once for [`dot`].
+pub(crate) fn widened(query: &[f32]) -> Vec<f64> {
+    query.iter().map(|x| f64::from(*x)).collect()
 }
 
 #[cfg(test)]

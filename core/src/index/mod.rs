@@ -4,14 +4,17 @@
 mod compact;
 mod dense;
 mod lexical;
+mod vectors;
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
+pub use vectors::VectorSource;
 
-use crate::embedding::{normalized, validate_embedding};
-use crate::error::EmbeddingProblem;
+use crate::embedding::{normalized, normalized_iter, validate_embedding};
+use crate::error::{EmbeddingProblem, StoreError};
 use crate::filter::MemoryFilter;
 use crate::memory::{Memory, MemoryId};
 use dense::DenseMatrix;
@@ -38,17 +41,32 @@ pub struct MemoryIndex {
     /// How many indexed memories have an expiry: with none, "not expired" holds for every
     /// row and a recall needs no filter for it.
     expiring: usize,
+    /// Where the full vectors are when the matrix keeps only their codes.
+    source: Option<Arc<dyn VectorSource>>,
 }
 
 impl MemoryIndex {
+    /// An index that keeps every unit vector in memory.
     pub fn new(dimension: usize) -> Self {
+        Self::build(dimension, None)
+    }
+
+    /// An index that keeps only each vector's 8-bit codes and reads the full vectors the
+    /// exact re-score needs from `source`: the same results as [`new`](Self::new)'s, in
+    /// about a quarter of the vector bytes, at the cost of one read per candidate row.
+    pub fn over_source(dimension: usize, source: Arc<dyn VectorSource>) -> Self {
+        Self::build(dimension, Some(source))
+    }
+
+    fn build(dimension: usize, source: Option<Arc<dyn VectorSource>>) -> Self {
         Self {
             memories: Vec::new(),
             rows: HashMap::new(),
-            dense: DenseMatrix::new(dimension),
+            dense: DenseMatrix::with_rows(dimension, source.is_none()),
             lexical: LexicalIndex::default(),
             seqs: Vec::new(),
             expiring: 0,
+            source,
         }
     }
 
@@ -142,24 +160,61 @@ impl MemoryIndex {
     }
 
     /// The `pool` rows most similar to `query` by cosine, best first, ties by insertion.
-    /// `query` must already be validated against the index's dimension.
-    pub fn dense_search(&self, query: &[f32], pool: usize) -> Vec<Hit> {
+    /// `query` must already be validated against the index's dimension. Fails only when
+    /// the index reads its vectors from a [`VectorSource`] and the read fails.
+    pub fn dense_search(&self, query: &[f32], pool: usize) -> Result<Vec<Hit>, StoreError> {
         let unit = normalized(query);
         let rows = self.dense.candidates(&unit, pool, None);
         self.exact_top(&unit, &rows, pool)
     }
 
     /// The best `pool` of `rows` by their exact cosine with `unit`.
-    fn exact_top(&self, unit: &[f32], rows: &[usize], pool: usize) -> Vec<Hit> {
-        let hits = self
-            .dense
-            .scores_of_rows(unit, rows)
-            .map(|(row, s)| Hit {
-                row,
-                score: f64::from(s),
-            })
-            .collect();
-        self.top(hits, pool)
+    fn exact_top(&self, unit: &[f32], rows: &[usize], pool: usize) -> Result<Vec<Hit>, StoreError> {
+        let hit = |(row, s): (usize, f32)| Hit {
+            row,
+            score: f64::from(s),
+        };
+        let hits = match &self.source {
+            None => self.dense.scores_of_rows(unit, rows).map(hit).collect(),
+            Some(source) => self
+                .stored_scores(source.as_ref(), unit, rows)?
+                .map(hit)
+                .collect(),
+        };
+        Ok(self.top(hits, pool))
+    }
+
+    /// [`DenseMatrix::scores_of_rows`] with each row read from `source` and normalised as
+    /// [`insert`](Self::insert) normalised it, so the scores are bit-equal. A row whose
+    /// memory left the store since the index was built is no candidate: the recall sees
+    /// the store as it is after that removal.
+    fn stored_scores(
+        &self,
+        source: &dyn VectorSource,
+        unit: &[f32],
+        rows: &[usize],
+    ) -> Result<impl Iterator<Item = (usize, f32)>, StoreError> {
+        let memories: Vec<&Memory> = rows.iter().map(|&row| &self.memories[row]).collect();
+        let vectors = source.vectors(&memories)?;
+        if vectors.len() != rows.len() {
+            return Err(StoreError::Corrupt(format!(
+                "{} vectors read back for {} memories",
+                vectors.len(),
+                rows.len()
+            )));
+        }
+        let query = dense::widened(unit);
+        let mut scored = Vec::with_capacity(rows.len());
+        let mut row_unit = Vec::with_capacity(self.dimension());
+        for ((&row, vector), memory) in rows.iter().zip(vectors).zip(&memories) {
+            let Some(vector) = vector else { continue };
+            validate_embedding(&vector, self.dimension())
+                .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
+            row_unit.clear();
+            row_unit.extend(normalized_iter(&vector));
+            scored.push((row, dense::dot(&row_unit, &query)));
+        }
+        Ok(scored.into_iter())
     }
 
     /// [`dense_search`](Self::dense_search) over only the rows whose memory passes
@@ -170,7 +225,7 @@ impl MemoryIndex {
         query: &[f32],
         pool: usize,
         filter: &MemoryFilter,
-    ) -> Vec<Hit> {
+    ) -> Result<Vec<Hit>, StoreError> {
         if filter.is_empty() {
             return self.dense_search(query, pool);
         }
@@ -366,16 +421,126 @@ mod tests {
             for (q, query) in queries.iter().enumerate() {
                 for pool in [1, 2, 10, 40, index.len() - 1, index.len() + 5] {
                     let want = exhaustive(&index, query, pool, |_| true);
-                    let got = index.dense_search(query, pool);
+                    let got = index.dense_search(query, pool).unwrap();
                     assert_eq!(got, want, "d {d}, query {q}, pool {pool}");
                     let want = exhaustive(&index, query, pool, |row| {
                         index.memories[row].kind == MemoryKind::Fact
                     });
-                    let got = index.dense_search_filtered(query, pool, &facts);
+                    let got = index.dense_search_filtered(query, pool, &facts).unwrap();
                     assert_eq!(got, want, "filtered: d {d}, query {q}, pool {pool}");
                 }
             }
         }
+    }
+
+    /// The vectors as a store would hand them back, counting what is read.
+    #[derive(Debug, Default)]
+    struct Vectors {
+        by_id: std::sync::Mutex<HashMap<MemoryId, Vec<f32>>>,
+        reads: std::sync::atomic::AtomicUsize,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    impl VectorSource for Vectors {
+        fn vectors(&self, memories: &[&Memory]) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+            use std::sync::atomic::Ordering::Relaxed;
+            if self.fail.load(Relaxed) {
+                return Err(StoreError::Corrupt("the disk is gone".into()));
+            }
+            self.reads.fetch_add(memories.len(), Relaxed);
+            let by_id = self.by_id.lock().unwrap();
+            Ok(memories.iter().map(|m| by_id.get(&m.id).cloned()).collect())
+        }
+    }
+
+    #[test]
+    fn an_index_over_a_source_finds_what_a_resident_index_finds() {
+        use std::sync::atomic::Ordering::Relaxed;
+        for d in [3, 16, 67] {
+            let (rows, queries) = adversarial(d);
+            let source = Arc::new(Vectors::default());
+            let mut resident = MemoryIndex::new(d);
+            let mut stored = MemoryIndex::over_source(d, source.clone());
+            for (seq, row) in rows.iter().enumerate() {
+                let kind = [MemoryKind::Fact, MemoryKind::Note][seq % 2];
+                let m = memory(seq as i64, kind);
+                source.by_id.lock().unwrap().insert(m.id, row.clone());
+                resident.insert(m.clone(), row).unwrap();
+                stored.insert(m, row).unwrap();
+            }
+            for seq in (0..rows.len()).step_by(7) {
+                let id = resident
+                    .memories
+                    .iter()
+                    .find(|m| m.seq == seq as i64)
+                    .unwrap()
+                    .id;
+                assert!(resident.remove(&id) && stored.remove(&id));
+            }
+            // The f32 rows are what the stored index leaves out.
+            let saved = resident.approx_bytes() - stored.approx_bytes();
+            assert!(saved >= stored.len() * d * 4, "{saved} bytes saved");
+            let facts = MemoryFilter::new(&[MemoryKind::Fact], &[], &[], None, None).unwrap();
+            for (q, query) in queries.iter().enumerate() {
+                for pool in [1, 10, 40, stored.len() + 1] {
+                    let what = format!("d {d}, query {q}, pool {pool}");
+                    let (want, got) = (
+                        resident.dense_search(query, pool),
+                        stored.dense_search(query, pool),
+                    );
+                    assert_eq!(got.unwrap(), want.unwrap(), "{what}");
+                    let want = resident.dense_search_filtered(query, pool, &facts).unwrap();
+                    let got = stored.dense_search_filtered(query, pool, &facts).unwrap();
+                    assert_eq!(got, want, "filtered: {what}");
+                }
+            }
+            // Only the candidates are read, not every row.
+            source.reads.store(0, Relaxed);
+            stored.dense_search(&queries[6], 10).unwrap();
+            let read = source.reads.load(Relaxed);
+            assert!(
+                read >= 10 && read < stored.len(),
+                "{read} of {} read",
+                stored.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_memory_gone_from_the_source_is_no_candidate_and_a_failed_read_is_an_error() {
+        let source = Arc::new(Vectors::default());
+        let mut index = MemoryIndex::over_source(2, source.clone());
+        let vectors = [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]];
+        let mut ids = Vec::new();
+        for (seq, v) in vectors.iter().enumerate() {
+            let m = memory(seq as i64, MemoryKind::Note);
+            source.by_id.lock().unwrap().insert(m.id, v.to_vec());
+            ids.push(m.id);
+            index.insert(m, v).unwrap();
+        }
+        let rows = |hits: Vec<Hit>| {
+            hits.iter()
+                .map(|h| index.memory(h.row).id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rows(index.dense_search(&[1.0, 0.0], 2).unwrap()),
+            [ids[0], ids[1]]
+        );
+        source.by_id.lock().unwrap().remove(&ids[0]);
+        assert_eq!(
+            rows(index.dense_search(&[1.0, 0.0], 3).unwrap()),
+            [ids[1], ids[2]]
+        );
+        source
+            .fail
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(matches!(
+            index.dense_search(&[1.0, 0.0], 2),
+            Err(StoreError::Corrupt(_))
+        ));
+        let terms = crate::tokenizer::query_terms("memory");
+        assert!(crate::hybrid::hybrid_retrieve(&index, &[1.0, 0.0], &terms, 2).is_err());
     }
 
     /// The narrowing is real: on spread-out data far fewer rows than all are scored in

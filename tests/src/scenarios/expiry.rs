@@ -106,7 +106,7 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
     let got = engine.recall(&u, query, 10).await.unwrap();
     assert!(ids(&got).contains(&closed.id));
     let built = store.build_index(&u, DIM).await.unwrap();
-    let plain = hybrid_retrieve(&built.index, &embedding, &terms, 10);
+    let plain = hybrid_retrieve(&built.index, &embedding, &terms, 10).unwrap();
     assert_eq!(fingerprint(&got), fingerprint(&plain), "before any expiry");
     assert_eq!(listed(false).await, [later.id, lasting.id, closed.id]);
 
@@ -120,7 +120,7 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
         ..MemoryFilter::default()
     };
     let built = store.build_index(&u, DIM).await.unwrap();
-    let local = hybrid_retrieve_filtered(&built.index, &embedding, &terms, 10, &alive);
+    let local = hybrid_retrieve_filtered(&built.index, &embedding, &terms, 10, &alive).unwrap();
     assert_eq!(fingerprint(&got), fingerprint(&local), "at the expiry");
     let facts = MemoryFilter::new(&[MemoryKind::Fact], &[], &[], None, None).unwrap();
     let got = engine.recall_filtered(&u, query, 10, &facts).await.unwrap();

@@ -221,14 +221,15 @@ pub async fn filtered_search_equals_in_process_retrieval(factory: &dyn StoreFact
                     .await
                     .unwrap_or_else(|e| panic!("{name}: search failed: {e}"));
                 let local =
-                    hybrid_retrieve_filtered(&built.index, &embedding, &terms, top_k, &filter);
+                    hybrid_retrieve_filtered(&built.index, &embedding, &terms, top_k, &filter)
+                        .unwrap();
                 assert_eq!(
                     fingerprint(&pushed),
                     fingerprint(&local),
                     "{name}: query {query:?} top_k {top_k}"
                 );
                 if filter.is_empty() {
-                    let plain = hybrid_retrieve(&built.index, &embedding, &terms, top_k);
+                    let plain = hybrid_retrieve(&built.index, &embedding, &terms, top_k).unwrap();
                     assert_eq!(fingerprint(&local), fingerprint(&plain));
                 }
             }

@@ -54,7 +54,7 @@ async fn assert_search_is_exact(
         )
     });
     let built = store.build_index(user, DIM).await.unwrap();
-    let local = hybrid_retrieve(&built.index, &embedding, &terms, top_k);
+    let local = hybrid_retrieve(&built.index, &embedding, &terms, top_k).unwrap();
     let head: String = query.chars().take(60).collect();
     assert_eq!(
         fingerprint(&pushed),

@@ -543,6 +543,7 @@ pub async fn dense_list_is_exact_on_adversarial_vectors(factory: &dyn StoreFacto
             expected.truncate(pool);
             let got: Vec<(uuid::Uuid, u32, i64)> = index
                 .dense_search(query, pool)
+                .unwrap()
                 .iter()
                 .map(|h| {
                     let m = index.memory(h.row);
