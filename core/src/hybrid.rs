@@ -8,6 +8,7 @@ use crate::error::StoreError;
 use crate::filter::MemoryFilter;
 use crate::fusion::{ListWeights, lexical_bound, lexical_share, lexical_term};
 pub use crate::fusion::{NEIGHBOUR_WEIGHT, RRF_K};
+pub use crate::index::PARALLEL_LISTS_FROM;
 use crate::index::{Hit, MemoryIndex};
 use crate::memory::Memory;
 
@@ -65,36 +66,9 @@ pub fn hybrid_retrieve_filtered(
     filter: &MemoryFilter,
 ) -> Result<Vec<ScoredMemory>, StoreError> {
     let pool = candidate_pool(top_k);
-    let dense = || index.dense_search_filtered(query_embedding, pool, filter);
-    let lexical = || index.lexical_search_filtered(query_terms, pool, filter);
-    let (dense, lexical) = if index.len() >= PARALLEL_LISTS_FROM {
-        both(dense, lexical)
-    } else {
-        (dense(), lexical())
-    };
+    let (dense, lexical) = index.ranked_lists(query_embedding, query_terms, pool, filter)?;
     let bound = lexical_bound(index.term_idfs(query_terms));
-    Ok(fuse(index, &dense?, &lexical, bound, top_k))
-}
-
-/// From this many memories the two lists are ranked on two threads: the dense scan and
-/// BM25 each take milliseconds there, and a thread costs tens of microseconds.
-pub const PARALLEL_LISTS_FROM: usize = 20_000;
-
-/// `a()` on a scoped thread beside `b()` on this one; both on this one if the system
-/// cannot start a thread. A panic in `a` is resumed here, as if it had run here.
-fn both<A: Send, B>(a: impl Fn() -> A + Sync, b: impl FnOnce() -> B) -> (A, B) {
-    std::thread::scope(
-        |scope| match std::thread::Builder::new().spawn_scoped(scope, &a) {
-            Ok(handle) => {
-                let b = b();
-                match handle.join() {
-                    Ok(a) => (a, b),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            Err(_) => (a(), b()),
-        },
-    )
+    Ok(fuse(index, &dense, &lexical, bound, top_k))
 }
 
 fn fuse(
@@ -229,13 +203,6 @@ mod tests {
                 one_after_the_other
             );
         }
-    }
-
-    #[test]
-    fn both_returns_each_result_and_resumes_a_panic() {
-        assert_eq!(both(|| 1, || "b"), (1, "b"));
-        let panicked = std::panic::catch_unwind(|| both(|| -> u8 { panic!("in a") }, || 2));
-        assert!(panicked.is_err());
     }
 
     /// The fused terms of one query, from its lists as the index gives them: what each

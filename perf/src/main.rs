@@ -521,9 +521,11 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         Samples::default(),
     );
     let mut resident_dense = Samples::default();
+    let mut scored = Vec::with_capacity(query_texts.len());
     for q in &query_texts {
         let v = embed.time(|| fake.vector(q));
         let terms = query_terms(q);
+        scored.push(index.dense_rows_scored(&v, 40));
         let from_file = dense.time(|| index.dense_search(&v, 40))?;
         let in_memory = resident_dense.time(|| resident.dense_search(&v, 40))?;
         if from_file != in_memory {
@@ -590,6 +592,7 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         "index_bytes_per_memory": index.approx_bytes() as f64 / n as f64,
         "resident_index_bytes_per_memory": resident.approx_bytes() as f64 / n as f64,
         "resident_dense_p50_ms": resident_dense.p50(),
+        "dense_rows_scored_median": median(&mut scored),
         "bytes_per_memory": rss_after.saturating_sub(rss_before) as f64 / n as f64,
     }))
 }
@@ -640,4 +643,9 @@ async fn measure_memorize(count: usize) -> Result<Value, BoxError> {
         "full": report(0), "normal": report(1),
         "normal_speedup": seconds[0] / seconds[1],
     }))
+}
+
+fn median(values: &mut [usize]) -> usize {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
 }

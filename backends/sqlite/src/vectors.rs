@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cortex_core::{Memory, StoreError, VectorSource};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::codec::{decode_vector, encode_id};
 use crate::db_err;
@@ -76,26 +76,50 @@ impl VectorSource for StoredVectors {
     }
 }
 
+/// Row ids bound per statement; a short batch is padded with a row id no row has.
+const BATCH: usize = 64;
+
 fn read_vectors(
     conn: &Connection,
     user: &str,
     memories: &[&Memory],
 ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
-    // Found by `seq`, the row id (one B-tree descent); the id and the user must match
-    // too, so an index never reads another memory's or another user's row.
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT embedding FROM memories WHERE seq = ?1 AND id = ?2 AND user_id = ?3",
-        )
-        .map_err(db_err)?;
-    memories
-        .iter()
-        .map(|m| {
-            let blob: Option<Vec<u8>> = stmt
-                .query_row(params![m.seq, encode_id(&m.id), user], |row| row.get(0))
-                .optional()
-                .map_err(db_err)?;
-            blob.map(|bytes| decode_vector(&bytes)).transpose()
-        })
-        .collect()
+    // Found by `seq`, the row id, in ascending order (neighbouring rows share pages), a
+    // batch a statement; the id and the user must match too, so an index never reads
+    // another memory's or another user's row.
+    let marks = vec!["?"; BATCH].join(", ");
+    let sql =
+        format!("SELECT seq, id, embedding FROM memories WHERE user_id = ? AND seq IN ({marks})");
+    let mut stmt = conn.prepare_cached(&sql).map_err(db_err)?;
+    let mut order: Vec<usize> = (0..memories.len()).collect();
+    order.sort_unstable_by_key(|&i| memories[i].seq);
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; memories.len()];
+    for batch in order.chunks(BATCH) {
+        let mut seqs = [-1i64; BATCH];
+        for (slot, &i) in seqs.iter_mut().zip(batch) {
+            *slot = memories[i].seq;
+        }
+        stmt.raw_bind_parameter(1, user).map_err(db_err)?;
+        for (k, seq) in seqs.iter().enumerate() {
+            stmt.raw_bind_parameter(k + 2, seq).map_err(db_err)?;
+        }
+        let mut rows = stmt.raw_query();
+        while let Some(row) = rows.next().map_err(db_err)? {
+            let seq: i64 = row.get(0).map_err(db_err)?;
+            let Ok(at) = batch.binary_search_by_key(&seq, |&i| memories[i].seq) else {
+                continue;
+            };
+            let i = batch[at];
+            let id = row.get_ref(1).map_err(db_err)?;
+            if id.as_str().ok() != Some(encode_id(&memories[i].id).as_str()) {
+                continue;
+            }
+            let blob = row.get_ref(2).map_err(db_err)?;
+            let bytes = blob.as_blob().map_err(|e| {
+                StoreError::Corrupt(format!("embedding of {}: {e}", memories[i].id))
+            })?;
+            out[i] = Some(decode_vector(bytes)?);
+        }
+    }
+    Ok(out)
 }

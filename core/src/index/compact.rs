@@ -14,6 +14,8 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// Largest code magnitude: symmetric, so `-q` is always a code too.
 const LEVELS: f64 = 127.0;
@@ -87,6 +89,10 @@ impl CompactCodes {
         self.rows.swap_remove(row);
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         self.codes.capacity() + self.rows.capacity() * std::mem::size_of::<RowBound>()
     }
@@ -100,51 +106,151 @@ impl CompactCodes {
         pool: usize,
         rows: Option<&[usize]>,
     ) -> Vec<usize> {
-        if pool == 0 {
-            return Vec::new();
-        }
+        let scan = Scan::new(self, query, pool, rows);
+        let kept = scan.work();
+        scan.finish([kept])
+    }
+
+    /// `row`'s cosine with `query` lies in the returned interval.
+    fn bound(&self, query: &CompactQuery, row: usize) -> (f64, f64) {
         let d = self.dimension;
-        let bound = |row: usize| {
-            let code = &self.codes[row * d..(row + 1) * d];
-            let r = self.rows[row];
-            let centre = f64::from(r.scale) * query.scale * f64::from(dot_i8(code, &query.codes));
-            let radius = f64::from(r.code_norm) * query.residual_norm
-                + f64::from(r.error_norm) * query.norm
-                + SLACK;
-            (centre - radius, centre + radius)
-        };
-        // One pass keeping the `pool` best lower bounds so far in a min-heap, whose top is
-        // then the pool-th best: at least `pool` rows score that much. It only rises, so a
-        // row whose upper bound is below it now is below it at the end and is dropped at
-        // once; the rows kept are filtered again by the final value.
-        let mut best_lows: BinaryHeap<Reverse<Total>> = BinaryHeap::with_capacity(pool + 1);
-        let mut threshold = f64::NEG_INFINITY;
-        let mut kept: Vec<(usize, f64)> = Vec::new();
-        let mut visit = |row: usize| {
-            let (lo, hi) = bound(row);
-            if hi < threshold {
-                return;
-            }
-            if best_lows.len() < pool {
-                best_lows.push(Reverse(Total(lo)));
-            } else if lo > threshold {
-                best_lows.pop();
-                best_lows.push(Reverse(Total(lo)));
-            }
-            if best_lows.len() == pool {
-                threshold = best_lows.peek().map_or(threshold, |Reverse(Total(t))| *t);
-            }
-            kept.push((row, hi));
-        };
-        match rows {
-            Some(rows) => rows.iter().for_each(|&row| visit(row)),
-            None => (0..self.rows.len()).for_each(visit),
+        let code = &self.codes[row * d..(row + 1) * d];
+        let r = self.rows[row];
+        let centre = f64::from(r.scale) * query.scale * f64::from(dot_i8(code, &query.codes));
+        let radius = f64::from(r.code_norm) * query.residual_norm
+            + f64::from(r.error_norm) * query.norm
+            + SLACK;
+        (centre - radius, centre + radius)
+    }
+}
+
+/// Rows a scan hands out at a time: large enough that taking one costs nothing beside
+/// scoring it, small enough that two threads finish together.
+const CHUNK: usize = 2048;
+
+/// One search's pass over the codes, which any number of threads can share: each takes
+/// chunks of rows until none is left ([`work`](Self::work)), then
+/// [`finish`](Self::finish) keeps what could be in the top `pool`.
+///
+/// Each thread keeps the `pool` best lower bounds it has seen in a min-heap, whose top
+/// is then a threshold: at least `pool` rows score that much. The threads share the
+/// highest threshold any has reached, so a row whose upper bound is below it cannot be
+/// in the top `pool` and is dropped at once; the rows kept are filtered again by the
+/// final value.
+pub(crate) struct Scan<'a> {
+    codes: &'a CompactCodes,
+    query: &'a CompactQuery,
+    pool: usize,
+    rows: Option<&'a [usize]>,
+    next: AtomicUsize,
+    threshold: Mutex<f64>,
+}
+
+impl<'a> Scan<'a> {
+    pub(crate) fn new(
+        codes: &'a CompactCodes,
+        query: &'a CompactQuery,
+        pool: usize,
+        rows: Option<&'a [usize]>,
+    ) -> Self {
+        Self {
+            codes,
+            query,
+            pool,
+            rows,
+            next: AtomicUsize::new(0),
+            threshold: Mutex::new(f64::NEG_INFINITY),
         }
-        kept.into_iter()
+    }
+
+    fn len(&self) -> usize {
+        self.rows.map_or(self.codes.rows.len(), <[usize]>::len)
+    }
+
+    fn shared(&self) -> f64 {
+        *self
+            .threshold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn publish(&self, threshold: f64) {
+        let mut shared = self
+            .threshold
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *shared = shared.max(threshold);
+    }
+
+    /// Scans chunks until every row has been taken; returns what this thread kept.
+    pub(crate) fn work(&self) -> Part {
+        let mut kept: Vec<(usize, f64)> = Vec::new();
+        if self.pool == 0 {
+            return Part {
+                kept,
+                lows: Vec::new(),
+            };
+        }
+        let mut best_lows: BinaryHeap<Reverse<Total>> = BinaryHeap::with_capacity(self.pool + 1);
+        let mut own = f64::NEG_INFINITY;
+        loop {
+            let start = self.next.fetch_add(CHUNK, Ordering::Relaxed);
+            if start >= self.len() {
+                let lows = best_lows.into_iter().map(|Reverse(Total(lo))| lo).collect();
+                return Part { kept, lows };
+            }
+            let end = (start + CHUNK).min(self.len());
+            let mut threshold = own.max(self.shared());
+            for at in start..end {
+                let row = self.rows.map_or(at, |rows| rows[at]);
+                let (lo, hi) = self.codes.bound(self.query, row);
+                if hi < threshold {
+                    continue;
+                }
+                if best_lows.len() < self.pool {
+                    best_lows.push(Reverse(Total(lo)));
+                } else if lo > own {
+                    best_lows.pop();
+                    best_lows.push(Reverse(Total(lo)));
+                }
+                if best_lows.len() == self.pool {
+                    own = best_lows.peek().map_or(own, |Reverse(Total(t))| *t);
+                    threshold = threshold.max(own);
+                }
+                kept.push((row, hi));
+            }
+            self.publish(own);
+        }
+    }
+
+    /// The rows every thread kept that the final threshold leaves, ascending. The final
+    /// threshold is the `pool`-th best of all the threads' best lower bounds together: a
+    /// row a thread skipped had its upper bound, so its lower bound, below a threshold no
+    /// higher than this one, so the union holds the `pool` best lower bounds of all rows.
+    pub(crate) fn finish(&self, parts: impl IntoIterator<Item = Part>) -> Vec<usize> {
+        let parts: Vec<Part> = parts.into_iter().collect();
+        let mut lows: Vec<f64> = parts.iter().flat_map(|p| p.lows.iter().copied()).collect();
+        let mut threshold = self.shared();
+        if self.pool > 0 && lows.len() >= self.pool {
+            let (_, pool_th, _) = lows.select_nth_unstable_by(self.pool - 1, |a, b| b.total_cmp(a));
+            threshold = threshold.max(*pool_th);
+        }
+        let mut rows: Vec<usize> = parts
+            .into_iter()
+            .flat_map(|p| p.kept)
             .filter(|&(_, hi)| hi >= threshold)
             .map(|(row, _)| row)
-            .collect()
+            .collect();
+        rows.sort_unstable();
+        rows
     }
+}
+
+/// What one thread's share of a [`Scan`] kept: rows with their upper bounds, and the
+/// best lower bounds it saw (at most `pool`).
+pub(crate) struct Part {
+    kept: Vec<(usize, f64)>,
+    lows: Vec<f64>,
 }
 
 /// An f64 ordered by `total_cmp` (bounds are never NaN: every input is finite).

@@ -1,6 +1,7 @@
 //! Exact dense search over a contiguous matrix of unit vectors.
 
-use super::compact::{CompactCodes, CompactQuery};
+use super::compact::{CompactCodes, CompactQuery, Scan};
+use super::parallel::{PARALLEL_LISTS_FROM, both};
 
 /// Row-major matrix of pre-normalised vectors, so cosine similarity is one dot product,
 /// with an 8-bit copy that narrows a search to the rows worth scoring exactly. A matrix
@@ -80,6 +81,36 @@ impl DenseMatrix {
             return Vec::new();
         }
         self.codes.candidates(&CompactQuery::new(query), pool, rows)
+    }
+
+    /// [`candidates`](Self::candidates), with `beside()` run at the same time: from
+    /// [`PARALLEL_LISTS_FROM`] rows two threads share the scan, one of them running
+    /// `beside` first. The candidates are the same rows either way or a few more (each
+    /// thread's threshold rises on the rows it saw), so the exact top is the same.
+    pub(crate) fn candidates_beside<B>(
+        &self,
+        query: &[f32],
+        pool: usize,
+        rows: Option<&[usize]>,
+        beside: impl FnOnce() -> B,
+    ) -> (Vec<usize>, B) {
+        if self.dimension == 0 {
+            return (Vec::new(), beside());
+        }
+        let query = CompactQuery::new(query);
+        let scan = Scan::new(&self.codes, &query, pool, rows);
+        if self.codes.len() < PARALLEL_LISTS_FROM {
+            let kept = scan.work();
+            return (scan.finish([kept]), beside());
+        }
+        let (theirs, (mine, b)) = both(
+            || scan.work(),
+            || {
+                let b = beside();
+                (scan.work(), b)
+            },
+        );
+        (scan.finish([theirs, mine]), b)
     }
 
     /// Dot product of `query` with every row, in row order: the exhaustive scan the

@@ -4,6 +4,7 @@
 mod compact;
 mod dense;
 mod lexical;
+mod parallel;
 mod vectors;
 
 use std::cmp::Ordering;
@@ -11,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
+pub use parallel::PARALLEL_LISTS_FROM;
 pub use vectors::VectorSource;
 
 use crate::embedding::{normalized, normalized_iter, validate_embedding};
@@ -163,9 +165,51 @@ impl MemoryIndex {
     /// `query` must already be validated against the index's dimension. Fails only when
     /// the index reads its vectors from a [`VectorSource`] and the read fails.
     pub fn dense_search(&self, query: &[f32], pool: usize) -> Result<Vec<Hit>, StoreError> {
+        self.dense_search_filtered(query, pool, &MemoryFilter::default())
+    }
+
+    /// The dense list and the BM25 list of one query, each as
+    /// [`dense_search_filtered`](Self::dense_search_filtered) and
+    /// [`lexical_search_filtered`](Self::lexical_search_filtered) give it; from
+    /// [`PARALLEL_LISTS_FROM`] memories on two threads, which share the dense scan after
+    /// one of them has ranked BM25.
+    pub fn ranked_lists(
+        &self,
+        query: &[f32],
+        terms: &[String],
+        pool: usize,
+        filter: &MemoryFilter,
+    ) -> Result<(Vec<Hit>, Vec<Hit>), StoreError> {
+        self.dense_beside(query, pool, filter, || {
+            self.lexical_search_filtered(terms, pool, filter)
+        })
+    }
+
+    /// The dense list, with `beside()` run while the scan runs.
+    fn dense_beside<B>(
+        &self,
+        query: &[f32],
+        pool: usize,
+        filter: &MemoryFilter,
+        beside: impl FnOnce() -> B,
+    ) -> Result<(Vec<Hit>, B), StoreError> {
+        let passing: Option<Vec<usize>> = (!filter.is_empty()).then(|| {
+            (0..self.memories.len())
+                .filter(|&row| filter.matches(&self.memories[row]))
+                .collect()
+        });
         let unit = normalized(query);
-        let rows = self.dense.candidates(&unit, pool, None);
-        self.exact_top(&unit, &rows, pool)
+        let (rows, b) = self
+            .dense
+            .candidates_beside(&unit, pool, passing.as_deref(), beside);
+        Ok((self.exact_top(&unit, &rows, pool)?, b))
+    }
+
+    /// How many rows [`dense_search`](Self::dense_search) scores in full for `query` on one
+    /// thread: the rows the 8-bit bound cannot rule out (two threads keep a few more).
+    /// For benchmarks; the search itself never needs the count.
+    pub fn dense_rows_scored(&self, query: &[f32], pool: usize) -> usize {
+        self.dense.candidates(&normalized(query), pool, None).len()
     }
 
     /// The best `pool` of `rows` by their exact cosine with `unit`.
@@ -226,15 +270,7 @@ impl MemoryIndex {
         pool: usize,
         filter: &MemoryFilter,
     ) -> Result<Vec<Hit>, StoreError> {
-        if filter.is_empty() {
-            return self.dense_search(query, pool);
-        }
-        let rows: Vec<usize> = (0..self.memories.len())
-            .filter(|&row| filter.matches(&self.memories[row]))
-            .collect();
-        let unit = normalized(query);
-        let rows = self.dense.candidates(&unit, pool, Some(&rows));
-        self.exact_top(&unit, &rows, pool)
+        Ok(self.dense_beside(query, pool, filter, || ())?.0)
     }
 
     /// [`lexical_search`](Self::lexical_search) over only the rows whose memory passes
@@ -429,6 +465,46 @@ mod tests {
                     let got = index.dense_search_filtered(query, pool, &facts).unwrap();
                     assert_eq!(got, want, "filtered: d {d}, query {q}, pool {pool}");
                 }
+            }
+        }
+    }
+
+    /// Past the size where two threads share the scan, each with its own threshold, the
+    /// list is still the exhaustive scan's.
+    #[test]
+    fn the_scan_shared_by_two_threads_finds_what_the_exhaustive_scan_finds() {
+        let d = 8;
+        let (rows, queries) = adversarial(d);
+        let mut index = MemoryIndex::new(d);
+        let mut seq = 0i64;
+        // The adversarial rows spread over the whole range, so that both threads meet
+        // duplicates and near-ties.
+        while index.len() < PARALLEL_LISTS_FROM + 500 {
+            let row = &rows[(seq as usize * 7919) % rows.len()];
+            let mut v = row.clone();
+            if seq % 3 == 1 {
+                v[seq as usize % d] += (seq % 17) as f32 * 1e-3;
+            }
+            let kind = [MemoryKind::Fact, MemoryKind::Note][seq as usize % 2];
+            index.insert(memory(seq, kind), &v).unwrap();
+            seq += 1;
+        }
+        let facts = MemoryFilter::new(&[MemoryKind::Fact], &[], &[], None, None).unwrap();
+        let terms = crate::tokenizer::query_terms("memory 17");
+        for (q, query) in queries.iter().enumerate() {
+            for pool in [1, 10, 40, 300] {
+                let want = exhaustive(&index, query, pool, |_| true);
+                assert_eq!(
+                    index.dense_search(query, pool).unwrap(),
+                    want,
+                    "query {q}, pool {pool}"
+                );
+                let want = exhaustive(&index, query, pool, |row| {
+                    index.memories[row].kind == MemoryKind::Fact
+                });
+                let (dense, lexical) = index.ranked_lists(query, &terms, pool, &facts).unwrap();
+                assert_eq!(dense, want, "filtered: query {q}, pool {pool}");
+                assert_eq!(lexical, index.lexical_search_filtered(&terms, pool, &facts));
             }
         }
     }
