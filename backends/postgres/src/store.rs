@@ -737,6 +737,7 @@ impl MemoryStore for PostgresStore {
                     .insert(memory, vector.as_slice())
                     .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
             }
+            index.shrink_to_fit();
             Ok(BuiltIndex { index, generation })
         })
         .await

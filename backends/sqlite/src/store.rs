@@ -450,6 +450,7 @@ impl MemoryStore for SqliteStore {
             drop(rows);
             drop(stmt);
             tx.commit().map_err(db_err)?;
+            index.shrink_to_fit();
             Ok(BuiltIndex { index, generation })
         })
         .await

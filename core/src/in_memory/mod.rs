@@ -290,6 +290,7 @@ impl MemoryStore for InMemoryStore {
                     .insert(memory.clone(), vector)
                     .map_err(|e| StoreError::Corrupt(format!("memory {}: {e}", memory.id)))?;
             }
+            index.shrink_to_fit();
             Ok(BuiltIndex {
                 index,
                 generation: Generation(d.generation),

@@ -93,6 +93,11 @@ impl CompactCodes {
         self.rows.len()
     }
 
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.codes.shrink_to_fit();
+        self.rows.shrink_to_fit();
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         self.codes.capacity() + self.rows.capacity() * std::mem::size_of::<RowBound>()
     }

@@ -63,6 +63,11 @@ impl DenseMatrix {
         self.codes.swap_remove(row);
     }
 
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.data.shrink_to_fit();
+        self.codes.shrink_to_fit();
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         self.data.capacity() * std::mem::size_of::<f32>() + self.codes.bytes()
     }

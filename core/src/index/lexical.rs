@@ -93,6 +93,16 @@ impl LexicalIndex {
         self.doc_len.swap_remove(row);
     }
 
+    /// Gives back what the lists grew into and do not use (a list of one posting had
+    /// room for four).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.postings.iter_mut().for_each(Vec::shrink_to_fit);
+        self.postings.shrink_to_fit();
+        self.doc_terms.shrink_to_fit();
+        self.doc_len.shrink_to_fit();
+        self.term_ids.shrink_to_fit();
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         let postings: usize = self.postings.iter().map(|p| p.capacity() * 8 + 24).sum();
         let doc_terms: usize = self.doc_terms.iter().map(|t| t.capacity() * 8 + 24).sum();

@@ -142,6 +142,16 @@ impl MemoryIndex {
         self.expiring > 0 && self.memories.iter().any(|m| m.expired_at(now))
     }
 
+    /// Gives back the room the index's vectors and lists grew into and do not use: a
+    /// store calls it once a build is complete (the index is cached as built).
+    pub fn shrink_to_fit(&mut self) {
+        self.memories.shrink_to_fit();
+        self.rows.shrink_to_fit();
+        self.dense.shrink_to_fit();
+        self.lexical.shrink_to_fit();
+        self.seqs.shrink_to_fit();
+    }
+
     /// Approximate heap bytes held (vectors, postings, memory records).
     pub fn approx_bytes(&self) -> usize {
         let records: usize = self
@@ -507,6 +517,44 @@ mod tests {
                 assert_eq!(lexical, index.lexical_search_filtered(&terms, pool, &facts));
             }
         }
+    }
+
+    #[test]
+    fn shrinking_gives_back_room_and_changes_no_result() {
+        let (rows, queries) = adversarial(16);
+        let mut index = MemoryIndex::new(16);
+        for (seq, row) in rows.iter().enumerate() {
+            index
+                .insert(memory(seq as i64, MemoryKind::Note), row)
+                .unwrap();
+        }
+        let terms = crate::tokenizer::query_terms("memory 17 3");
+        let before: Vec<_> = queries
+            .iter()
+            .map(|q| {
+                (
+                    index.dense_search(q, 10).unwrap(),
+                    index.lexical_search(&terms, 10),
+                )
+            })
+            .collect();
+        let bytes = index.approx_bytes();
+        index.shrink_to_fit();
+        assert!(
+            index.approx_bytes() < bytes,
+            "{} of {bytes}",
+            index.approx_bytes()
+        );
+        let after: Vec<_> = queries
+            .iter()
+            .map(|q| {
+                (
+                    index.dense_search(q, 10).unwrap(),
+                    index.lexical_search(&terms, 10),
+                )
+            })
+            .collect();
+        assert_eq!(after, before);
     }
 
     /// The vectors as a store would hand them back, counting what is read.
