@@ -67,11 +67,12 @@ impl fmt::Debug for StoredVectors {
 impl VectorSource for StoredVectors {
     fn vectors(&self, memories: &[&Memory]) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
         self.reader.with(|conn| {
-            // One read transaction: every vector from the same snapshot.
-            conn.execute_batch("BEGIN").map_err(db_err)?;
-            let read = read_vectors(conn, &self.user, memories);
-            conn.execute_batch("COMMIT").map_err(db_err)?;
-            read
+            // One read transaction: every vector from the same snapshot. Dropped
+            // unfinished (a failed read), it rolls back, so the connection is left clean.
+            let tx = conn.unchecked_transaction().map_err(db_err)?;
+            let read = read_vectors(&tx, &self.user, memories)?;
+            tx.commit().map_err(db_err)?;
+            Ok(read)
         })
     }
 }
