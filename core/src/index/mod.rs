@@ -529,15 +529,18 @@ mod tests {
                 .unwrap();
         }
         let terms = crate::tokenizer::query_terms("memory 17 3");
-        let before: Vec<_> = queries
-            .iter()
-            .map(|q| {
-                (
-                    index.dense_search(q, 10).unwrap(),
-                    index.lexical_search(&terms, 10),
-                )
-            })
-            .collect();
+        let results = |index: &MemoryIndex| -> Vec<(Vec<Hit>, Vec<Hit>)> {
+            queries
+                .iter()
+                .map(|q| {
+                    (
+                        index.dense_search(q, 10).unwrap(),
+                        index.lexical_search(&terms, 10),
+                    )
+                })
+                .collect()
+        };
+        let before = results(&index);
         let bytes = index.approx_bytes();
         index.shrink_to_fit();
         assert!(
@@ -545,16 +548,7 @@ mod tests {
             "{} of {bytes}",
             index.approx_bytes()
         );
-        let after: Vec<_> = queries
-            .iter()
-            .map(|q| {
-                (
-                    index.dense_search(q, 10).unwrap(),
-                    index.lexical_search(&terms, 10),
-                )
-            })
-            .collect();
-        assert_eq!(after, before);
+        assert_eq!(results(&index), before);
     }
 
     /// The vectors as a store would hand them back, counting what is read.
