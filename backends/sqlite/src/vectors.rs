@@ -49,7 +49,7 @@ impl Reader {
     }
 }
 
-/// One user's vectors, by memory id.
+/// One user's vectors, by row id (`seq`), with the memory id and the user checked.
 pub(crate) struct StoredVectors {
     pub(crate) reader: Arc<Reader>,
     pub(crate) user: String,

@@ -126,7 +126,7 @@ impl DenseMatrix {
             return Vec::new();
         }
         // Widen the query once instead of once per row.
-        let query: Vec<f64> = query.iter().map(|x| f64::from(*x)).collect();
+        let query = widened(query);
         self.data
             .chunks_exact(self.dimension)
             .map(|row| dot(row, &query))
