@@ -50,7 +50,7 @@ pub use hybrid::{
     PARALLEL_LISTS_FROM, ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered,
 };
 pub use in_memory::InMemoryStore;
-pub use index::{MemoryIndex, VectorSource};
+pub use index::{MemoryIndex, Snapshot, SnapshotError, VectorSource};
 pub use keys::{Caller, KeyError, KeyStore, Scope, StoredKey};
 pub use memory::{Memory, MemoryId, MemoryKind};
 pub use new_memory::NewMemory;

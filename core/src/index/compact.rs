@@ -25,14 +25,14 @@ const LEVELS: f64 = 127.0;
 const SLACK: f64 = 1e-6;
 
 /// Per-row constants, stored as f32 and rounded up where a bound uses them.
-#[derive(Debug, Clone, Copy)]
-struct RowBound {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct RowBound {
     /// `s`: what one code step is worth.
-    scale: f32,
+    pub(super) scale: f32,
     /// `s |q|`, rounded up.
-    code_norm: f32,
+    pub(super) code_norm: f32,
     /// `|e|`, rounded up.
-    error_norm: f32,
+    pub(super) error_norm: f32,
 }
 
 /// The codes of every row of a [`DenseMatrix`](super::dense::DenseMatrix), row for row.
@@ -59,6 +59,25 @@ impl CompactCodes {
             codes: Vec::new(),
             rows: Vec::new(),
         }
+    }
+
+    /// Codes and bounds as a snapshot wrote them; `None` when their lengths disagree with
+    /// `dimension`.
+    pub(super) fn from_parts(
+        dimension: usize,
+        codes: Vec<i8>,
+        rows: Vec<RowBound>,
+    ) -> Option<Self> {
+        (codes.len() == rows.len().checked_mul(dimension)?).then_some(Self {
+            dimension,
+            codes,
+            rows,
+        })
+    }
+
+    /// The codes, row-major, and each row's bound constants (what a snapshot writes).
+    pub(super) fn parts(&self) -> (&[i8], &[RowBound]) {
+        (&self.codes, &self.rows)
     }
 
     /// Appends the codes of `row`, a vector as the matrix stores it.
@@ -91,6 +110,10 @@ impl CompactCodes {
 
     pub(crate) fn len(&self) -> usize {
         self.rows.len()
+    }
+
+    pub(crate) fn dimension(&self) -> usize {
+        self.dimension
     }
 
     pub(crate) fn shrink_to_fit(&mut self) {

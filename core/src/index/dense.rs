@@ -36,6 +36,20 @@ impl DenseMatrix {
         self.dimension
     }
 
+    /// A matrix of codes only (not `resident`), as a snapshot wrote them.
+    pub(super) fn from_codes(codes: CompactCodes) -> Self {
+        Self {
+            dimension: codes.dimension(),
+            resident: false,
+            data: Vec::new(),
+            codes,
+        }
+    }
+
+    pub(super) fn codes(&self) -> &CompactCodes {
+        &self.codes
+    }
+
     /// Appends `vector` scaled to unit length (validated: finite, not all zero).
     pub(crate) fn push_normalized(&mut self, vector: &[f32]) {
         if self.resident {

@@ -5,14 +5,17 @@ mod compact;
 mod dense;
 mod lexical;
 mod parallel;
+mod snapshot;
 mod vectors;
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
 pub use parallel::PARALLEL_LISTS_FROM;
+pub use snapshot::{Snapshot, SnapshotError};
 pub use vectors::VectorSource;
 
 use crate::embedding::{normalized, normalized_iter, validate_embedding};
@@ -34,7 +37,9 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct MemoryIndex {
     memories: Vec<Memory>,
-    rows: HashMap<MemoryId, usize>,
+    /// Fx hashing: ids are random UUIDs (or a user's own imported ones), and SipHash was a
+    /// tenth of reading a snapshot back.
+    rows: FxHashMap<MemoryId, usize>,
     dense: DenseMatrix,
     lexical: LexicalIndex,
     /// Every indexed memory's sequence number, ascending: a memory's neighbours are the
@@ -63,7 +68,7 @@ impl MemoryIndex {
     fn build(dimension: usize, source: Option<Arc<dyn VectorSource>>) -> Self {
         Self {
             memories: Vec::new(),
-            rows: HashMap::new(),
+            rows: FxHashMap::default(),
             dense: DenseMatrix::with_rows(dimension, source.is_none()),
             lexical: LexicalIndex::default(),
             seqs: Vec::new(),
@@ -114,7 +119,12 @@ impl MemoryIndex {
             return false;
         };
         self.dense.swap_remove(row);
-        self.lexical.swap_remove(row);
+        let last = self.memories.len() - 1;
+        self.lexical.swap_remove(
+            row,
+            &self.memories[row].content,
+            &self.memories[last].content,
+        );
         let seq = self.memories[row].seq;
         self.expiring -= usize::from(self.memories[row].expires_at.is_some());
         let at = self.seqs.partition_point(|s| *s < seq);
@@ -554,7 +564,7 @@ mod tests {
     /// The vectors as a store would hand them back, counting what is read.
     #[derive(Debug, Default)]
     struct Vectors {
-        by_id: std::sync::Mutex<HashMap<MemoryId, Vec<f32>>>,
+        by_id: std::sync::Mutex<std::collections::HashMap<MemoryId, Vec<f32>>>,
         reads: std::sync::atomic::AtomicUsize,
         fail: std::sync::atomic::AtomicBool,
     }
@@ -678,5 +688,168 @@ mod tests {
             assert!(candidates.len() >= 10);
             assert!(candidates.len() < 100, "{} of 400 rows", candidates.len());
         }
+    }
+
+    /// An index over a source whose memories carry every field a snapshot writes: words
+    /// shared and not, tags, expiries, text beyond ASCII.
+    fn varied_index(d: usize, source: &Arc<Vectors>) -> (MemoryIndex, Vec<Vec<f32>>) {
+        let (rows, queries) = adversarial(d);
+        let words = [
+            "apple",
+            "river",
+            "stone",
+            "Ünïcode",
+            "garden",
+            "apple river",
+        ];
+        let mut index = MemoryIndex::over_source(d, source.clone());
+        for (seq, row) in rows.iter().enumerate() {
+            let mut m = memory(seq as i64, MemoryKind::ALL[seq % MemoryKind::ALL.len()]);
+            m.content = format!("{} {} note {seq}", words[seq % 6], words[seq % 5]);
+            m.tags = (0..seq % 3).map(|t| format!("tag-{t}-ü")).collect();
+            m.expires_at = (seq % 4 == 0).then(|| m.created_at + chrono::Duration::days(1));
+            source.by_id.lock().unwrap().insert(m.id, row.clone());
+            index.insert(m, row).unwrap();
+        }
+        for seq in (0..rows.len()).step_by(9) {
+            let id = index
+                .memories
+                .iter()
+                .find(|m| m.seq == seq as i64)
+                .unwrap()
+                .id;
+            assert!(index.remove(&id));
+        }
+        (index, queries)
+    }
+
+    /// Every list a recall reads, for a few queries.
+    fn all_results(index: &MemoryIndex, queries: &[Vec<f32>]) -> Vec<String> {
+        let facts = MemoryFilter::new(&[MemoryKind::Fact], &[], &[], None, None).unwrap();
+        let terms = crate::tokenizer::query_terms("apple garden unicode note 7");
+        let mut out = Vec::new();
+        for query in queries {
+            for pool in [1, 10, 40] {
+                out.push(format!(
+                    "{:?}",
+                    index
+                        .ranked_lists(query, &terms, pool, &MemoryFilter::default())
+                        .unwrap()
+                ));
+                out.push(format!(
+                    "{:?}",
+                    index.ranked_lists(query, &terms, pool, &facts).unwrap()
+                ));
+                out.push(format!(
+                    "{:?}",
+                    crate::hybrid::hybrid_retrieve(index, query, &terms, pool).unwrap()
+                ));
+            }
+        }
+        out.push(format!("{:?}", index.term_idfs(&terms)));
+        out.push(format!("{:?}", index.seq_neighbours(20)));
+        out
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_the_index_it_was_written_from() {
+        for d in [3, 16, 67] {
+            let source = Arc::new(Vectors::default());
+            let (mut index, queries) = varied_index(d, &source);
+            let bytes = index.to_snapshot(b"the key");
+            let Snapshot {
+                key,
+                index: mut read,
+            } = MemoryIndex::from_snapshot(bytes.clone(), source.clone()).unwrap();
+            assert_eq!(key, b"the key");
+            assert_eq!(read.memories, index.memories, "d {d}");
+            // Written again, the same bytes: codes, bounds, postings in order, lengths.
+            assert_eq!(read.to_snapshot(b"the key"), bytes, "d {d}");
+            assert_eq!(all_results(&read, &queries), all_results(&index, &queries));
+            // What is derived on reading (row map, sequence list, expiry count, each row's
+            // terms) keeps the two equal through the same later changes.
+            let now = Utc::now() + chrono::Duration::days(2);
+            assert_eq!(read.any_expired(now), index.any_expired(now));
+            for seq in (1..60).step_by(5) {
+                let id = index.memories.iter().find(|m| m.seq == seq).map(|m| m.id);
+                if let Some(id) = id {
+                    assert!(index.remove(&id) && read.remove(&id));
+                }
+            }
+            for (i, v) in queries.iter().take(5).enumerate() {
+                let mut m = memory(10_000 + i as i64, MemoryKind::Fact);
+                m.content = format!("apple stone {i}");
+                source.by_id.lock().unwrap().insert(m.id, v.clone());
+                index.insert(m.clone(), v).unwrap();
+                read.insert(m, v).unwrap();
+            }
+            assert_eq!(read.to_snapshot(b""), index.to_snapshot(b""), "d {d}");
+            assert_eq!(all_results(&read, &queries), all_results(&index, &queries));
+        }
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_refused() {
+        let source: Arc<Vectors> = Arc::new(Vectors::default());
+        let (index, _) = varied_index(16, &source);
+        let bytes = index.to_snapshot(b"key");
+        let read = |b: &[u8]| MemoryIndex::from_snapshot(b.to_vec(), source.clone()).map(|s| s.key);
+        assert_eq!(read(&bytes).unwrap(), b"key");
+        assert_eq!(read(&[]).unwrap_err(), SnapshotError::NotASnapshot);
+        assert_eq!(read(b"CXINDEX").unwrap_err(), SnapshotError::NotASnapshot);
+        // One bit flipped anywhere, or the end cut off: refused, never a different index.
+        for at in (0..bytes.len()).step_by(97).chain([bytes.len() - 1]) {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x10;
+            assert!(read(&damaged).is_err(), "byte {at} flipped");
+        }
+        for cut in [1, 4, 5, bytes.len() / 2] {
+            assert!(
+                read(&bytes[..bytes.len() - cut]).is_err(),
+                "{cut} bytes cut"
+            );
+        }
+        // Two memories, so the last posting (just before the memories) is known: the
+        // second memory's one term, "gamma", row 1, tf 1.
+        let mut small = MemoryIndex::over_source(2, source.clone());
+        for (seq, text) in ["alpha beta", "gamma"].into_iter().enumerate() {
+            let mut m = memory(seq as i64, MemoryKind::Note);
+            m.content = text.into();
+            small.insert(m, &[1.0, seq as f32]).unwrap();
+        }
+        let bytes = small.to_snapshot(b"key");
+        let body = bytes.len() - 4;
+        // The trailer: six u64, the version, the magic.
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let trailer = body - 60;
+        let mut other = bytes.clone();
+        other[body - 12..body - 8].copy_from_slice(&2u32.to_le_bytes());
+        assert_eq!(read(&other).unwrap_err(), SnapshotError::Version(2));
+        // A checksum that matches does not make inconsistent contents readable: the last
+        // posting names a row the index does not have, then has a term frequency its
+        // row's length does not add up to.
+        let resealed = |at: usize, value: u32| {
+            let mut b = bytes[..body].to_vec();
+            b[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            let crc = crc32fast::hash(&b);
+            b.extend_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let last_posting = word(trailer + 32) as usize - 8;
+        assert_eq!(read(&resealed(last_posting, 1)).unwrap(), b"key");
+        assert_eq!(
+            read(&resealed(last_posting, 2)).unwrap_err(),
+            SnapshotError::Invalid("postings")
+        );
+        assert_eq!(
+            read(&resealed(last_posting + 4, 2)).unwrap_err(),
+            SnapshotError::Invalid("postings")
+        );
+        // Sections that overlap: the memories said to start before the postings.
+        let terms_at = word(trailer + 24) as u32;
+        assert_eq!(
+            read(&resealed(trailer + 32, terms_at - 1)).unwrap_err(),
+            SnapshotError::Invalid("sections")
+        );
     }
 }
