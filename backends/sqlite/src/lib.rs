@@ -6,12 +6,14 @@
 
 mod codec;
 mod enrichment;
+mod index_build;
 mod keys;
 mod listing;
 mod meta;
 mod records;
 mod reembed;
 mod schema;
+mod snapshot;
 mod store;
 mod transfer;
 mod vectors;

@@ -7,7 +7,7 @@ use rusqlite::{Connection, Transaction, params};
 
 use crate::codec::{MEMORY_COLUMNS, MemoryRow, encode_id, encode_vector};
 use crate::db_err;
-use crate::meta::SIGNATURE_KEY;
+use crate::meta::{INDEX_EPOCH_KEY, SIGNATURE_KEY};
 
 pub(crate) fn unstaged(
     conn: &Connection,
@@ -97,10 +97,15 @@ pub(crate) fn switch(tx: &Transaction<'_>, signature: &EmbeddingSignature) -> St
         params![SIGNATURE_KEY, encoded],
     )
     .map_err(db_err)?;
-    // Every cached index was built from the old vectors.
+    // Every cached index and every index snapshot was built from the old vectors.
     tx.execute(
-        "UPDATE user_generations SET generation = generation + 1",
+        "UPDATE user_generations SET generation = generation + 1, stamp = random()",
         [],
+    )
+    .map_err(db_err)?;
+    tx.execute(
+        "UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = ?1",
+        params![INDEX_EPOCH_KEY],
     )
     .map_err(db_err)?;
     tx.execute("DELETE FROM staged_embeddings", [])

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_staged_vectors.sql"),
     include_str!("../migrations/0003_api_keys.sql"),
     include_str!("../migrations/0004_expiry.sql"),
+    include_str!("../migrations/0005_index_snapshots.sql"),
 ];
 
 /// The schema version this build writes.
@@ -46,6 +47,10 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             "the database is at schema version {current}, newer than this build's \
              {SCHEMA_VERSION}; upgrade Cortex"
         )));
+    }
+    if current == SCHEMA_VERSION {
+        // Nothing to write, so no commit (with FULL, a commit is an fsync on every open).
+        return Ok(());
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         tx.execute_batch(step)

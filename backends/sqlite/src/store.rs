@@ -10,19 +10,21 @@ use cortex_core::record_tx::{self, run_ready};
 use cortex_core::records::Supersession;
 use cortex_core::{
     Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
-    MemoryId, MemoryIndex, MemoryStore, NewMemory, StoreError, StoreResult,
+    MemoryId, MemoryStore, NewMemory, StoreError, StoreResult,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use crate::codec::{
-    LIVE, MEMORY_COLUMNS, MemoryRow, SUPERSESSION_COLUMNS, decode_id, decode_vector, encode_id,
-    query_memories, query_rows, supersession_of,
+    LIVE, MEMORY_COLUMNS, SUPERSESSION_COLUMNS, decode_id, encode_id, query_memories, query_rows,
+    supersession_of,
 };
 use crate::db_err;
+use crate::index_build;
 use crate::listing::list_statement;
 use crate::meta::{bump_generation, read_generation, read_signature};
 use crate::records::{BACKEND, SqliteRecords};
 use crate::schema::migrate;
+use crate::snapshot::Snapshots;
 use crate::vectors::{Reader, StoredVectors};
 use crate::writes::{check_signature, insert_memory, insert_supersession};
 
@@ -90,6 +92,8 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     /// Where the cached indexes read full vectors (they keep only 8-bit codes).
     reader: Arc<Reader>,
+    /// Where the cached indexes are kept between openings; `None` when they are not.
+    snapshots: Option<Snapshots>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -130,19 +134,23 @@ impl Synchronous {
     }
 }
 
-/// Where the file is and how it commits.
+/// Where the file is, how it commits, and whether its indexes are kept beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteConfig {
     pub path: PathBuf,
     pub synchronous: Synchronous,
+    /// Keep each user's cached index as a snapshot in `<path>.index/`, so opening the
+    /// store again reads one file instead of every row (on by default).
+    pub index_snapshots: bool,
 }
 
 impl SqliteConfig {
-    /// The file at `path`, with the default (durable) commits.
+    /// The file at `path`, with the default (durable) commits and index snapshots.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
             synchronous: Synchronous::default(),
+            index_snapshots: true,
         }
     }
 }
@@ -181,6 +189,7 @@ impl SqliteStore {
         migrate(&mut conn)?;
         Ok(Self {
             reader: Arc::new(Reader::new(path.clone(), BUSY_TIMEOUT)),
+            snapshots: config.index_snapshots.then(|| Snapshots::beside(&path)),
             path,
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -422,36 +431,9 @@ impl MemoryStore for SqliteStore {
             reader: Arc::clone(&self.reader),
             user: user.to_owned(),
         });
-        let user = user.to_owned();
+        let (user, snapshots) = (user.to_owned(), self.snapshots.clone());
         self.run(move |conn| {
-            // One read transaction, so the rows and the generation describe one snapshot.
-            let tx = conn.transaction().map_err(db_err)?;
-            let generation = read_generation(&tx, &user)?;
-            let sql = format!(
-                "SELECT {MEMORY_COLUMNS}, m.embedding FROM memories m
-                 WHERE m.user_id = ?1 AND {LIVE}
-                 ORDER BY m.seq"
-            );
-            let mut stmt = tx.prepare_cached(&sql).map_err(db_err)?;
-            let mut rows = stmt.query(params![user]).map_err(db_err)?;
-            let mut index = MemoryIndex::over_source(dimension, source);
-            while let Some(row) = rows.next().map_err(db_err)? {
-                let memory = MemoryRow::read(row).map_err(db_err)?.decode()?;
-                let blob = row.get_ref("embedding").map_err(db_err)?;
-                let bytes = blob
-                    .as_blob()
-                    .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
-                let vector = decode_vector(bytes)?;
-                let id = memory.id;
-                index
-                    .insert(memory, &vector)
-                    .map_err(|e| StoreError::Corrupt(format!("embedding of {id}: {e}")))?;
-            }
-            drop(rows);
-            drop(stmt);
-            tx.commit().map_err(db_err)?;
-            index.shrink_to_fit();
-            Ok(BuiltIndex { index, generation })
+            index_build::build_index(conn, &user, dimension, source, snapshots.as_ref())
         })
         .await
     }
