@@ -21,6 +21,7 @@ pub const ENV_VARS: &[&str] = &[
     // Storage and identity.
     "CORTEX_DB_PATH",
     "CORTEX_SQLITE_SYNCHRONOUS",
+    "CORTEX_INDEX_SNAPSHOTS",
     "CORTEX_DATABASE_URL",
     "CORTEX_USER_ID",
     // Postgres (read by cortex_postgres::PostgresConfig).
@@ -298,7 +299,13 @@ fn read_storage(var: &dyn Fn(&str) -> Option<String>) -> Result<Storage, ConfigE
                     .into(),
             })?,
         };
-        Ok(SqliteConfig { path, synchronous })
+        let index_snapshots = var("CORTEX_INDEX_SNAPSHOTS")
+            .map_or(Ok(true), |text| parse_bool("CORTEX_INDEX_SNAPSHOTS", &text))?;
+        Ok(SqliteConfig {
+            path,
+            synchronous,
+            index_snapshots,
+        })
     };
     Ok(match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
         (Some(_), Some(_)) => {
@@ -701,6 +708,11 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(&c.storage, Storage::Sqlite(s) if s.synchronous == Synchronous::Normal));
+        assert!(matches!(&c.storage, Storage::Sqlite(s) if s.index_snapshots));
+        let c = config(&[("CORTEX_INDEX_SNAPSHOTS", "false")]).unwrap();
+        assert!(matches!(&c.storage, Storage::Sqlite(s) if !s.index_snapshots));
+        let bad = config(&[("CORTEX_INDEX_SNAPSHOTS", "sometimes")]).unwrap_err();
+        assert!(bad.to_string().contains("CORTEX_INDEX_SNAPSHOTS"), "{bad}");
         let bad = config(&[("CORTEX_SQLITE_SYNCHRONOUS", "off")]).unwrap_err();
         assert!(
             bad.to_string().contains("CORTEX_SQLITE_SYNCHRONOUS"),
