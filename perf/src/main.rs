@@ -232,6 +232,24 @@ async fn main() -> Result<(), BoxError> {
             report.push(row);
         }
     }
+    println!(
+        "\n| N | d | cold from rows (no snapshot) | cold, writing the snapshot | cold from the snapshot | rows / snapshot | cold, snapshot 1% behind | snapshot bytes/memory |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &report {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "| {} | {} | {:.0} ms | {:.0} ms | {:.1} ms | {:.1}x | {:.0} ms | {:.0} |",
+            r["n"],
+            r["d"],
+            f("cold_from_rows_ms"),
+            f("cold_writing_snapshot_ms"),
+            f("cold_open_and_first_recall_ms"),
+            f("cold_from_rows_ms") / f("cold_open_and_first_recall_ms"),
+            f("cold_snapshot_behind_1pct_ms"),
+            f("snapshot_bytes_per_memory"),
+        );
+    }
     let write = measure_memorize(if opts.quick { 300 } else { 5_000 }).await?;
     println!(
         "\nmemorize, WAL + synchronous=FULL (the default), Fake embedder, d=384: {:.0} memories/s ({} in {:.2} s)",
@@ -448,6 +466,36 @@ fn print_row(r: &Value) {
     );
 }
 
+/// Opens the file (with or without index snapshots) and answers one recall: the time
+/// taken, and the engine holding the index with its store.
+async fn open_and_recall(
+    path: &std::path::Path,
+    snapshots: bool,
+    fake: &Arc<FakeProvider>,
+    query: &str,
+) -> Result<(f64, (CortexMemory, Arc<dyn MemoryStore>)), BoxError> {
+    let started = Instant::now();
+    let config = SqliteConfig {
+        index_snapshots: snapshots,
+        ..SqliteConfig::new(path)
+    };
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&config)?);
+    let engine = CortexMemory::new(store.clone(), fake.clone());
+    engine.recall(USER, query, 10).await?;
+    Ok((started.elapsed().as_secs_f64() * 1e3, (engine, store)))
+}
+
+/// The bytes of the snapshots beside the file.
+fn snapshot_bytes(path: &std::path::Path) -> Result<u64, BoxError> {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".index");
+    let mut total = 0;
+    for entry in std::fs::read_dir(std::path::PathBuf::from(dir))? {
+        total += entry?.metadata()?.len();
+    }
+    Ok(total)
+}
+
 /// The floor: one streaming pass summing `n * d` f32 values (best of several passes).
 fn floor_ms(n: usize, d: usize) -> f64 {
     let data = vec![1.0f32; n * d];
@@ -485,14 +533,18 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
     let query_texts: Vec<String> = (0..queries).map(|_| corpus::text(&mut rng)).collect();
     let fake = Arc::new(FakeProvider::new(d));
 
-    // Cold: open the file and answer the first recall.
-    let started = Instant::now();
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&path)?);
-    let engine = CortexMemory::new(store.clone(), fake.clone());
+    // Cold: open the file and answer the first recall. Without snapshots the index is
+    // built from every row (what every opening cost before them; the RSS growth is
+    // measured here, the process's first index); with them, the first opening builds
+    // it so and writes the snapshot, every later one reads the snapshot.
     let rss_before = rss_bytes();
-    engine.recall(USER, &query_texts[0], 10).await?;
-    let cold_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (cold_rows_ms, first) = open_and_recall(&path, false, &fake, &query_texts[0]).await?;
     let rss_after = rss_bytes();
+    drop(first);
+    let (cold_write_ms, first) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
+    drop(first);
+    let snapshot_bytes = snapshot_bytes(&path)?;
+    let (cold_ms, (engine, store)) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
 
     // Warm recall through the engine (index cached).
     let mut recall = Samples::default();
@@ -546,15 +598,20 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
     let fusion_p50 = (hybrid.p50() - lists_p50).max(0.0);
 
     // The seed's way: rebuild the user's index from the rows on every recall.
+    let rows_store = SqliteStore::open_with(&SqliteConfig {
+        index_snapshots: false,
+        ..SqliteConfig::new(&path)
+    })?;
     let mut rebuild = Samples::default();
     for q in query_texts.iter().take(if n >= 100_000 { 5 } else { 20 }) {
         let v = fake.vector(q);
         let terms = query_terms(q);
         let started = Instant::now();
-        let fresh = store.build_index(USER, d).await?;
+        let fresh = rows_store.build_index(USER, d).await?;
         std::hint::black_box(hybrid_retrieve(&fresh.index, &v, &terms, 10)?);
         rebuild.push(started.elapsed());
     }
+    drop(rows_store);
 
     // Dense-only against sqlite-vec, same vectors, same queries, k = 10.
     let qvecs: Vec<Vec<f32>> = (0..queries.min(50))
@@ -578,11 +635,32 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         .sum::<usize>() as f64
         / (10 * qvecs.len()) as f64;
 
+    // A snapshot behind the file by 1% of its memories, written by a process that keeps
+    // none: the opening reads it, applies the rows written since, and writes it again.
+    drop((engine, store));
+    {
+        let writer = SqliteStore::open_with(&SqliteConfig {
+            index_snapshots: false,
+            ..SqliteConfig::new(&path)
+        })?;
+        let mut rng = SmallRng::seed_from_u64(11);
+        for _ in 0..(n / 100).max(1) {
+            let text = corpus::text(&mut rng);
+            let m = NewMemory::new(USER, &text, MemoryKind::Note, &[], 1 << 20)?;
+            writer.add(&m, &fake.vector(&text), &signature).await?;
+        }
+    }
+    let (cold_behind_ms, _) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
+
     let floor = floor_ms(n, d);
     Ok(json!({
         "n": n, "d": d,
         "floor_ms": floor,
         "cold_open_and_first_recall_ms": cold_ms,
+        "cold_from_rows_ms": cold_rows_ms,
+        "cold_writing_snapshot_ms": cold_write_ms,
+        "cold_snapshot_behind_1pct_ms": cold_behind_ms,
+        "snapshot_bytes_per_memory": snapshot_bytes as f64 / n as f64,
         "recall_p50_ms": recall.p50(), "recall_p95_ms": recall.p95(),
         "embed_p50_ms": embed.p50(), "dense_p50_ms": dense.p50(), "bm25_p50_ms": bm25.p50(),
         "fusion_p50_ms": fusion_p50, "hybrid_p50_ms": hybrid.p50(),
