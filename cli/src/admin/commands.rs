@@ -301,6 +301,20 @@ struct Stats {
     store: String,
     /// The SQLite file with its WAL, or every table of the Postgres schema (all users).
     store_bytes: Option<u64>,
+    /// The SQLite file's index snapshots, every user's (a cache beside the file, built
+    /// again from it when missing; docs/ARCHITECTURE.md, "Index snapshots").
+    index_snapshot_bytes: Option<u64>,
+}
+
+/// The bytes of the files in `dir` (0 when there is none).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// The size on disk of every table of the schema, indexes and TOAST included; `None`
@@ -347,6 +361,9 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
                 path.push(suffix);
                 std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
             };
+            let mut snapshots = c.path.clone().into_os_string();
+            snapshots.push(".index");
+            stats.index_snapshot_bytes = Some(dir_bytes(std::path::Path::new(&snapshots)));
             (
                 format!("sqlite {}", c.path.display()),
                 Some(size("") + size("-wal")),
@@ -387,6 +404,9 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     println!("store       {}", stats.store);
     if let Some(bytes) = stats.store_bytes {
         println!("store size  {bytes} bytes on disk");
+    }
+    if let Some(bytes) = stats.index_snapshot_bytes {
+        println!("snapshots   {bytes} bytes of index snapshots beside the file");
     }
     println!(
         "signature   {}",
