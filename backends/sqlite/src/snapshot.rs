@@ -75,9 +75,32 @@ impl Snapshots {
 
     /// One file per user and dimension, named by a hash: a user id may hold any text.
     fn file(&self, user: &str, dimension: usize) -> PathBuf {
+        self.dir
+            .join(format!("{}-{dimension}.snapshot", Self::user_prefix(user)))
+    }
+
+    fn user_prefix(user: &str) -> String {
         let digest = Sha256::digest(user.as_bytes());
-        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{name}-{dimension}.snapshot"))
+        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Removes the user's snapshots, at every dimension (after a forget: a snapshot holds
+    /// every memory's text). A failure is logged: the snapshot is then caught up, with
+    /// the memory removed, at the next build.
+    pub(crate) fn remove_user(&self, user: &str) {
+        let prefix = format!("{}-", Self::user_prefix(user));
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(".snapshot") {
+                if let Err(e) = std::fs::remove_file(entry.path()) {
+                    tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove an index snapshot");
+                }
+            }
+        }
     }
 
     /// The snapshot's bytes; `None` when there is none or it cannot be read.

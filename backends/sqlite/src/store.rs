@@ -253,6 +253,45 @@ impl SqliteStore {
         })
         .await
     }
+
+    /// Deletes the memory's row in one transaction (what [`MemoryStore::delete`] does
+    /// before it drops the user's snapshots).
+    async fn delete_row(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
+        let (user, id) = (user.to_owned(), encode_id(id));
+        self.write(move |tx| {
+            if !memory_exists(tx, &user, &id)? {
+                return Ok(None);
+            }
+            let superseded: Vec<String> = tx
+                .prepare_cached("SELECT old_id FROM supersessions WHERE new_id = ?1")
+                .and_then(|mut s| {
+                    s.query_map(params![id], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()
+                })
+                .map_err(db_err)?;
+            // Events, links, edges read from it and supersessions go by ON DELETE CASCADE.
+            tx.execute("DELETE FROM memories WHERE id = ?1", params![id])
+                .map_err(db_err)?;
+            let mut restored = Vec::new();
+            for old in superseded {
+                let still_stale: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM supersessions WHERE old_id = ?1)",
+                        params![old],
+                        |r| r.get(0),
+                    )
+                    .map_err(db_err)?;
+                if !still_stale {
+                    restored.push(decode_id(&old)?);
+                }
+            }
+            Ok(Some(Deleted {
+                generation: bump_generation(tx, &user)?,
+                restored,
+            }))
+        })
+        .await
+    }
 }
 
 #[cfg(unix)]
@@ -367,40 +406,13 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>> {
-        let (user, id) = (user.to_owned(), encode_id(id));
-        self.write(move |tx| {
-            if !memory_exists(tx, &user, &id)? {
-                return Ok(None);
-            }
-            let superseded: Vec<String> = tx
-                .prepare_cached("SELECT old_id FROM supersessions WHERE new_id = ?1")
-                .and_then(|mut s| {
-                    s.query_map(params![id], |r| r.get(0))?
-                        .collect::<Result<Vec<String>, _>>()
-                })
-                .map_err(db_err)?;
-            // Events, links, edges read from it and supersessions go by ON DELETE CASCADE.
-            tx.execute("DELETE FROM memories WHERE id = ?1", params![id])
-                .map_err(db_err)?;
-            let mut restored = Vec::new();
-            for old in superseded {
-                let still_stale: bool = tx
-                    .query_row(
-                        "SELECT EXISTS (SELECT 1 FROM supersessions WHERE old_id = ?1)",
-                        params![old],
-                        |r| r.get(0),
-                    )
-                    .map_err(db_err)?;
-                if !still_stale {
-                    restored.push(decode_id(&old)?);
-                }
-            }
-            Ok(Some(Deleted {
-                generation: bump_generation(tx, &user)?,
-                restored,
-            }))
-        })
-        .await
+        let deleted = self.delete_row(user, id).await?;
+        // A forgotten memory's text must not outlive the forget in a plain file: the
+        // user's snapshots go with it (the next build reads the rows, and writes them anew).
+        if let (Some(_), Some(snapshots)) = (&deleted, &self.snapshots) {
+            snapshots.remove_user(user);
+        }
+        Ok(deleted)
     }
 
     async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {

@@ -253,3 +253,39 @@ async fn without_snapshots_nothing_is_written_beside_the_file() {
     recalls(&e).await;
     assert!(snapshot_files(&path).is_empty());
 }
+
+#[tokio::test]
+async fn forgetting_a_memory_removes_its_users_snapshots_and_no_one_elses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let e = engine(&path, true);
+    fill(&e, 0, 6).await;
+    let secret = e
+        .memorize(USER, "the alarm code is 4711", MemoryKind::Fact, &[])
+        .await
+        .unwrap();
+    e.memorize("bob", "bob's garden tomatoes", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    recalls(&e).await;
+    e.recall("bob", "garden", 5).await.unwrap();
+    let holds_secret = |file: &PathBuf| {
+        let bytes = std::fs::read(file).unwrap();
+        bytes.windows(4).any(|w| w == b"4711")
+    };
+    let files = snapshot_files(&path);
+    assert_eq!(files.len(), 2);
+    assert_eq!(files.iter().filter(|f| holds_secret(f)).count(), 1);
+
+    e.forget(USER, &secret.memory.id.to_string()).await.unwrap();
+    let left = snapshot_files(&path);
+    assert_eq!(left.len(), 1, "bob's snapshot stays, ada's goes");
+    assert!(!holds_secret(&left[0]));
+
+    // The next opening builds ada's index from the rows, without the forgotten memory.
+    let want = recalls(&engine(&path, false)).await;
+    assert_eq!(recalls(&engine(&path, true)).await, want);
+    let files = snapshot_files(&path);
+    assert_eq!(files.len(), 2);
+    assert!(files.iter().all(|f| !holds_secret(f)));
+}
