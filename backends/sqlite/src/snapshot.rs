@@ -95,10 +95,12 @@ impl Snapshots {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&prefix) && name.ends_with(".snapshot") {
-                if let Err(e) = std::fs::remove_file(entry.path()) {
-                    tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove an index snapshot");
-                }
+            if !(name.starts_with(&prefix) && name.ends_with(".snapshot")) {
+                continue;
+            }
+            if let Err(e) = std::fs::remove_file(entry.path()) {
+                let path = entry.path();
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove an index snapshot");
             }
         }
     }
