@@ -66,7 +66,7 @@ fn pick(rng: &mut SmallRng, list: &[&'static str]) -> &'static str {
     list[rng.random_range(0..list.len())]
 }
 
-fn sentence(rng: &mut SmallRng) -> String {
+pub(crate) fn sentence(rng: &mut SmallRng) -> String {
     format!(
         "{} {} {} {}.",
         pick(rng, &SUBJECTS),

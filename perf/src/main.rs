@@ -29,6 +29,7 @@
 
 mod cache;
 mod corpus;
+mod embedder;
 mod filtered;
 mod load;
 mod local;
@@ -80,6 +81,11 @@ struct Options {
     /// this directory (all-MiniLM-L6-v2 from scripts/fetch-test-model.sh).
     #[arg(long)]
     local_model: Option<std::path::PathBuf>,
+    /// Instead of everything else, with --local-model: the embedder's tokens a second at
+    /// several batch sizes against the model's FLOPs and candle's matrix product on this
+    /// CPU (run again with RAYON_NUM_THREADS=1 for one thread).
+    #[arg(long)]
+    embed_sweep: bool,
     /// Memories written before the recalls are timed (default 10,000; --quick 200).
     #[arg(long)]
     local_count: Option<usize>,
@@ -208,6 +214,18 @@ async fn main() -> Result<(), BoxError> {
     }
     if opts.filters {
         return filters_mode(&opts).await;
+    }
+    if opts.embed_sweep {
+        let model = opts
+            .local_model
+            .as_deref()
+            .ok_or("--embed-sweep needs --local-model DIR")?;
+        let report = embedder::measure(model)?;
+        if let Some(path) = &opts.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+            eprintln!("wrote {path}");
+        }
+        return Ok(());
     }
     let (mut sizes, mut dims, queries) = if opts.quick {
         (vec![1_000, 5_000], vec![384], 20)
