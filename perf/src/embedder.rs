@@ -18,9 +18,11 @@ use serde_json::{Value, json};
 use crate::BoxError;
 use crate::stats::Samples;
 
-/// Texts of each batch-size measurement.
+/// Texts of each batch-size measurement, and the batch sizes (the full run, then --quick).
 const TEXTS: usize = 256;
 const BATCH_SIZES: [usize; 7] = [1, 4, 8, 16, 32, 64, 128];
+const QUICK_TEXTS: usize = 16;
+const QUICK_BATCH_SIZES: [usize; 2] = [1, 8];
 
 /// The shape of a BERT encoder, from its `config.json`.
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +61,11 @@ impl Shape {
 }
 
 /// GFLOP/s of candle's CPU matrix product `[m x k] @ [k x n]` (median of several).
-fn matmul_gflops(m: usize, k: usize, n: usize) -> Result<f64, BoxError> {
+fn matmul_gflops(m: usize, k: usize, n: usize, budget: f64) -> Result<f64, BoxError> {
     let device = Device::Cpu;
     let a = Tensor::ones((m, k), candle_core::DType::F32, &device)?;
     let b = Tensor::ones((k, n), candle_core::DType::F32, &device)?;
-    let reps = (2e9 / (2.0 * (m * k * n) as f64)).clamp(5.0, 2000.0) as usize;
+    let reps = (budget / (2.0 * (m * k * n) as f64)).clamp(1.0, 2000.0) as usize;
     let mut samples = Samples::default();
     a.matmul(&b)?;
     for _ in 0..5 {
@@ -76,18 +78,24 @@ fn matmul_gflops(m: usize, k: usize, n: usize) -> Result<f64, BoxError> {
     Ok(2.0 * (m * k * n) as f64 / (samples.p50() / 1e3) / 1e9)
 }
 
-pub fn measure(model: &Path) -> Result<Value, BoxError> {
+/// `quick`: a few texts and batch sizes, once each (keeps the mode working in CI).
+pub fn measure(model: &Path, quick: bool) -> Result<Value, BoxError> {
+    let (texts_n, batch_sizes, repeats): (usize, &[usize], usize) = if quick {
+        (QUICK_TEXTS, &QUICK_BATCH_SIZES, 1)
+    } else {
+        (TEXTS, &BATCH_SIZES, 3)
+    };
     let shape = Shape::read(model)?;
     let provider = LocalProvider::load(model, &LocalOptions::default())?;
     let threads = candle_core::utils::get_num_threads();
     let mut rng = SmallRng::seed_from_u64(29);
-    let texts: Vec<String> = (0..TEXTS)
+    let texts: Vec<String> = (0..texts_n)
         .map(|_| crate::local::sentence(&mut rng))
         .collect();
 
     // Each text alone, as one memorize embeds it: its tokens, and the latency.
     let single = provider.clone().with_batch_size(1);
-    let mut lengths = Vec::with_capacity(TEXTS);
+    let mut lengths = Vec::with_capacity(texts_n);
     let mut one = Samples::default();
     single.embed_blocking(&texts[..1])?;
     for text in &texts {
@@ -98,19 +106,19 @@ pub fn measure(model: &Path) -> Result<Value, BoxError> {
     }
     let tokens: usize = lengths.iter().sum();
     let flops: f64 = lengths.iter().map(|&l| shape.flops(l)).sum();
-    let mean_len = tokens as f64 / TEXTS as f64;
+    let mean_len = tokens as f64 / texts_n as f64;
 
     println!(
         "\nlocal embedder: {} texts, {tokens} tokens ({mean_len:.1} a text with [CLS] and [SEP]), {:.1} MFLOP a text, {threads} threads",
-        TEXTS,
-        flops / TEXTS as f64 / 1e6
+        texts_n,
+        flops / texts_n as f64 / 1e6
     );
     let per_call_ms = one.p50();
     println!(
         "one text a call (memorize, recall): p50 {per_call_ms:.2} ms, p95 {:.2} ms, {:.0} tokens/s, {:.1} GFLOP/s",
         one.p95(),
         mean_len / (per_call_ms / 1e3),
-        flops / TEXTS as f64 / (per_call_ms / 1e3) / 1e9
+        flops / texts_n as f64 / (per_call_ms / 1e3) / 1e9
     );
 
     // The model's shapes at one text and at a batch of 64, and a large square product.
@@ -134,7 +142,7 @@ pub fn measure(model: &Path) -> Result<Value, BoxError> {
     let mut matmuls = Vec::new();
     println!("\n| candle matmul | m x k x n | GFLOP/s |\n|---|---|---:|");
     for (name, m, k, n) in ceilings {
-        let g = matmul_gflops(m, k, n)?;
+        let g = matmul_gflops(m, k, n, if quick { 1e8 } else { 2e9 })?;
         println!("| {name} | {m} x {k} x {n} | {g:.1} |");
         matmuls.push(json!({ "shape": name, "m": m, "k": k, "n": n, "gflops": g }));
     }
@@ -144,14 +152,14 @@ pub fn measure(model: &Path) -> Result<Value, BoxError> {
         .fold(0.0, f64::max);
 
     println!(
-        "\n| batch size | ms for {TEXTS} texts | tokens/s | GFLOP/s | of the best matmul |\n|---:|---:|---:|---:|---:|"
+        "\n| batch size | ms for {texts_n} texts | tokens/s | GFLOP/s | of the best matmul |\n|---:|---:|---:|---:|---:|"
     );
     let mut batches = Vec::new();
-    for &size in &BATCH_SIZES {
+    for &size in batch_sizes {
         let batched = provider.clone().with_batch_size(size);
         let mut samples = Samples::default();
         batched.embed_blocking(&texts)?;
-        for _ in 0..3 {
+        for _ in 0..repeats {
             let started = Instant::now();
             batched.embed_blocking(&texts)?;
             samples.push(started.elapsed());
@@ -173,9 +181,9 @@ pub fn measure(model: &Path) -> Result<Value, BoxError> {
     }
     Ok(json!({
         "threads": threads,
-        "texts": TEXTS,
+        "texts": texts_n,
         "tokens": tokens,
-        "flops_per_text": flops / TEXTS as f64,
+        "flops_per_text": flops / texts_n as f64,
         "one_text_p50_ms": per_call_ms,
         "one_text_p95_ms": one.p95(),
         "matmul": matmuls,

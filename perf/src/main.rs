@@ -220,7 +220,7 @@ async fn main() -> Result<(), BoxError> {
             .local_model
             .as_deref()
             .ok_or("--embed-sweep needs --local-model DIR")?;
-        let report = embedder::measure(model)?;
+        let report = embedder::measure(model, opts.quick)?;
         if let Some(path) = &opts.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
             eprintln!("wrote {path}");
