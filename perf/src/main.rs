@@ -5,7 +5,7 @@
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
-//!      [--pg-ef 100,200,400] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
+//!      [--pg-ef 100,200,400] [--pg-hnsw-m 16] [--pg-hnsw-ef-construction 64] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
 //!     [--local-model DIR [--local-count 10000] [--local-queries 200] [--rerank-model DIR]]
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--load [--load-users 100] [--load-sessions 4] [--load-secs 60]]
@@ -48,6 +48,7 @@ use cortex_core::{
     CortexMemory, EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
     PARALLEL_LISTS_FROM, hybrid_retrieve,
 };
+use cortex_postgres::HnswBuild;
 use cortex_providers::FakeProvider;
 use cortex_providers::fake::FAKE_MODEL;
 use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
@@ -114,6 +115,13 @@ struct Options {
     /// An hnsw.ef_search sweep.
     #[arg(long, value_delimiter = ',')]
     pg_ef: Vec<usize>,
+    /// pgvector's `m` for the HNSW index (default 16; a kept schema's index built
+    /// otherwise is built again).
+    #[arg(long)]
+    pg_hnsw_m: Option<u32>,
+    /// pgvector's `ef_construction` for the HNSW index (default 64).
+    #[arg(long)]
+    pg_hnsw_ef_construction: Option<u32>,
     /// A BM25 prune budget sweep (hybrid searches over HNSW).
     #[arg(long, value_delimiter = ',')]
     pg_budgets: Vec<u64>,
@@ -330,6 +338,13 @@ async fn main() -> Result<(), BoxError> {
                 queries: opts.pg_queries.unwrap_or(if opts.quick { 20 } else { 100 }),
                 keep: opts.pg_keep,
                 explain: opts.pg_explain,
+                hnsw_build: HnswBuild {
+                    m: opts.pg_hnsw_m.unwrap_or(HnswBuild::default().m),
+                    ef_construction: opts
+                        .pg_hnsw_ef_construction
+                        .unwrap_or(HnswBuild::default().ef_construction),
+                }
+                .check()?,
                 ef_sweep: opts.pg_ef.clone(),
                 budget_sweep: opts.pg_budgets.clone(),
                 lookup_sweep: opts.pg_lookup_costs.clone(),

@@ -15,7 +15,7 @@ use cortex_core::{
     CortexError, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest,
 };
 use cortex_postgres::{
-    DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore,
+    DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, HnswBuild, PostgresConfig, PostgresStore,
     RarestFirstLookups,
 };
 use serde_json::{Value, json};
@@ -40,6 +40,9 @@ pub struct PgOptions {
     pub keep: bool,
     /// Print each search plan (EXPLAIN ANALYZE) for the first few queries.
     pub explain: bool,
+    /// How the HNSW index is built; a kept schema's index built otherwise is dropped and
+    /// built again with these.
+    pub hnsw_build: HnswBuild,
     /// Also run HNSW with these fixed `hnsw.ef_search` values.
     pub ef_sweep: Vec<usize>,
     /// Also run HNSW hybrid searches at these BM25 prune budgets.
@@ -465,11 +468,16 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
     );
     println!("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|");
     let mut rows = Vec::new();
+    // Every handle builds the HNSW index, if it is the one to, with the settings asked for.
+    let pg_config = |schema: &str, mode: DenseMode| PostgresConfig {
+        hnsw_build: opts.hnsw_build,
+        ..config(&opts.url, schema, mode)
+    };
     for &n in &opts.sizes {
         let schema = format!("cortex_bench_{n}");
         let mut rng = Rng(n as u64);
         let corpus = corpus(n, &mut rng);
-        let exact = PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?;
+        let exact = PostgresStore::connect(pg_config(&schema, DenseMode::Exact)).await?;
         let reuse = opts.keep && exact.count(USER).await? == n as u64;
         let mut load_rates = None;
         let exact = if reuse {
@@ -482,9 +490,8 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .await?
                 .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
                 .await?;
-            let exact = Arc::new(
-                PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?,
-            );
+            let exact =
+                Arc::new(PostgresStore::connect(pg_config(&schema, DenseMode::Exact)).await?);
             eprintln!("loading {n} memories into Postgres...");
             let new =
                 |i: usize| NewMemory::new(USER, &corpus.texts[i], MemoryKind::Note, &[], 1 << 16);
@@ -497,7 +504,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                     "VACUUM ANALYZE {schema}.memories, {schema}.postings, {schema}.terms"
                 ))
                 .await?;
-            PostgresStore::connect(config(&opts.url, &schema, DenseMode::Exact)).await?
+            PostgresStore::connect(pg_config(&schema, DenseMode::Exact)).await?
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
         if let Some(window) = opts.profile {
@@ -519,7 +526,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         // The same searches with BM25 pruning off, side by side.
         let unpruned = PostgresStore::connect(PostgresConfig {
             prune_budget: 0,
-            ..config(&opts.url, &schema, DenseMode::Exact)
+            ..pg_config(&schema, DenseMode::Exact)
         })
         .await?;
         eprintln!("exact searches, pruning off...");
@@ -528,9 +535,23 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         let searches = paths.total().max(1) as f64;
         let share = |n: u64| n as f64 * 100.0 / searches;
 
-        eprintln!("building the HNSW index...");
+        let built = exact.diagnostics().hnsw_built_with().await?;
+        if built.is_some_and(|b| b != opts.hnsw_build) {
+            // A kept schema's index built with other settings: timed afresh with these.
+            eprintln!("dropping the HNSW index built with {built:?}...");
+            exact
+                .pool()
+                .get()
+                .await?
+                .batch_execute(&format!(
+                    "DROP INDEX IF EXISTS {schema}.memories_embedding_hnsw_half"
+                ))
+                .await?;
+        }
+        let HnswBuild { m, ef_construction } = opts.hnsw_build;
+        eprintln!("building the HNSW index (m = {m}, ef_construction = {ef_construction})...");
         let start = Instant::now();
-        let hnsw = PostgresStore::connect(config(&opts.url, &schema, DenseMode::Hnsw)).await?;
+        let hnsw = PostgresStore::connect(pg_config(&schema, DenseMode::Hnsw)).await?;
         let build = start.elapsed();
         if opts.explain {
             explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
@@ -540,7 +561,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         // side after the BM25 side instead of beside it).
         let serial = PostgresStore::connect(PostgresConfig {
             parallel_search: false,
-            ..config(&opts.url, &schema, DenseMode::Hnsw)
+            ..pg_config(&schema, DenseMode::Hnsw)
         })
         .await?;
         for r in hybrid.iter().take(5) {
@@ -634,7 +655,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         for &ef in &opts.ef_sweep {
             let store = PostgresStore::connect(PostgresConfig {
                 ef_search: Some(ef),
-                ..config(&opts.url, &schema, DenseMode::Hnsw)
+                ..pg_config(&schema, DenseMode::Hnsw)
             })
             .await?;
             let h = run(&store, &hybrid).await?;
@@ -665,7 +686,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             let store = PostgresStore::connect(PostgresConfig {
                 prune_budget: budget,
                 lookup_cost,
-                ..config(&opts.url, &schema, DenseMode::Hnsw)
+                ..pg_config(&schema, DenseMode::Hnsw)
             })
             .await?;
             let h = run(&store, &hybrid).await?;
@@ -686,6 +707,8 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "memorize_one_client_per_s": load_rates.map(|r| r.0),
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
             "hnsw_build_s": secs(build),
+            "hnsw_m": m,
+            "hnsw_ef_construction": ef_construction,
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
             "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended, "impact": paths.impact, "rarest_first": paths.rarest_first },
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),

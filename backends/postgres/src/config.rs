@@ -18,6 +18,47 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 /// docs/BENCHMARKS.md), and below it an approximate index buys little and costs recall.
 pub const DEFAULT_HNSW_THRESHOLD: u64 = 20_000;
 
+/// How the HNSW index is built: pgvector's `m` (links a node keeps a layer) and
+/// `ef_construction` (candidates kept while linking). Larger finds more of the exact
+/// neighbours at a given `ef_search`, for a longer build and a larger graph. They apply
+/// when the index is built: an index built with other values is kept, with a warning,
+/// until it is dropped (the next search in HNSW mode builds it again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HnswBuild {
+    pub m: u32,
+    pub ef_construction: u32,
+}
+
+impl Default for HnswBuild {
+    /// pgvector's own defaults.
+    fn default() -> Self {
+        Self {
+            m: 16,
+            ef_construction: 64,
+        }
+    }
+}
+
+impl HnswBuild {
+    /// pgvector's ranges: `m` 2-100, `ef_construction` 4-1000 and at least twice `m`.
+    pub fn check(self) -> Result<Self, StoreError> {
+        if !(2..=100).contains(&self.m) {
+            return Err(StoreError::Config(format!(
+                "CORTEX_PG_HNSW_M must be 2 to 100 (pgvector's range); got {}",
+                self.m
+            )));
+        }
+        if !(4..=1000).contains(&self.ef_construction) || self.ef_construction < 2 * self.m {
+            return Err(StoreError::Config(format!(
+                "CORTEX_PG_HNSW_EF_CONSTRUCTION must be 4 to 1000 and at least twice \
+                 CORTEX_PG_HNSW_M ({}); got {}",
+                self.m, self.ef_construction
+            )));
+        }
+        Ok(self)
+    }
+}
+
 /// How many postings a search's rarest query terms may have in all for the BM25 side to
 /// try pruning (see `search`): what it reads before it knows whether pruning holds.
 pub const DEFAULT_PRUNE_BUDGET: u64 = 8192;
@@ -161,6 +202,8 @@ pub struct PostgresConfig {
     /// (four times the count, at least 300). Higher finds more of the exact neighbours,
     /// slower.
     pub ef_search: Option<usize>,
+    /// How the HNSW index is built when it is (see [`HnswBuild`]).
+    pub hnsw_build: HnswBuild,
     /// Whether a search with query terms may run its dense side on a second pooled
     /// connection, beside the BM25 side, when one is free at that moment (in the same
     /// snapshot; the results are the same either way). Off, every search uses one
@@ -183,6 +226,7 @@ impl PostgresConfig {
             prune_budget: DEFAULT_PRUNE_BUDGET,
             lookup_cost: DEFAULT_LOOKUP_COST,
             ef_search: None,
+            hnsw_build: HnswBuild::default(),
             parallel_search: true,
             timeouts: Timeouts::default(),
         }
@@ -191,7 +235,8 @@ impl PostgresConfig {
     /// Reads `CORTEX_DATABASE_URL` (required), `CORTEX_DATABASE_POOL_SIZE`,
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
-    /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000),
+    /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000), `CORTEX_PG_HNSW_M`,
+    /// `CORTEX_PG_HNSW_EF_CONSTRUCTION`,
     /// `CORTEX_PG_PARALLEL_SEARCH` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
     /// none) through `get`: the app passes its one reader of the process environment
     /// (`cortex_app::env_var`), tests pass a map. The network timeouts other than the
@@ -238,6 +283,14 @@ impl PostgresConfig {
             }
             config.ef_search = Some(ef);
         }
+        if let Some(m) = get("CORTEX_PG_HNSW_M").filter(|v| !v.trim().is_empty()) {
+            config.hnsw_build.m = parse_number("CORTEX_PG_HNSW_M", &m)?;
+        }
+        if let Some(ef) = get("CORTEX_PG_HNSW_EF_CONSTRUCTION").filter(|v| !v.trim().is_empty()) {
+            config.hnsw_build.ef_construction =
+                parse_number("CORTEX_PG_HNSW_EF_CONSTRUCTION", &ef)?;
+        }
+        config.hnsw_build.check()?;
         if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
             config.pushdown = parse_flag("CORTEX_PG_PUSHDOWN", &flag)?;
         }
@@ -310,6 +363,7 @@ impl fmt::Debug for PostgresConfig {
             .field("prune_budget", &self.prune_budget)
             .field("lookup_cost", &self.lookup_cost)
             .field("ef_search", &self.ef_search)
+            .field("hnsw_build", &self.hnsw_build)
             .field("parallel_search", &self.parallel_search)
             .field("timeouts", &self.timeouts)
             .finish()
@@ -388,6 +442,8 @@ mod tests {
             ("CORTEX_PG_PRUNE_BUDGET", "0"),
             ("CORTEX_PG_LOOKUP_COST", "7"),
             ("CORTEX_PG_EF_SEARCH", "300"),
+            ("CORTEX_PG_HNSW_M", "24"),
+            ("CORTEX_PG_HNSW_EF_CONSTRUCTION", "128"),
             ("CORTEX_PG_PARALLEL_SEARCH", "off"),
             ("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "5"),
         ]
@@ -402,6 +458,14 @@ mod tests {
         assert_eq!(c.prune_budget, 0);
         assert_eq!(c.lookup_cost, 7);
         assert_eq!(c.ef_search, Some(300));
+        assert_eq!(
+            c.hnsw_build,
+            HnswBuild {
+                m: 24,
+                ef_construction: 128
+            }
+        );
+        assert_eq!(PostgresConfig::new("x").hnsw_build, HnswBuild::default());
         assert!(!c.parallel_search);
         assert_eq!(c.timeouts.statement, Some(Duration::from_secs(5)));
         assert_eq!(
@@ -482,6 +546,11 @@ mod tests {
         assert!(bad("CORTEX_PG_PARALLEL_SEARCH", "2").contains("CORTEX_PG_PARALLEL_SEARCH"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "0").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "5000").contains("1 to 1000"));
+        assert!(bad("CORTEX_PG_HNSW_M", "1").contains("2 to 100"));
+        assert!(bad("CORTEX_PG_HNSW_M", "sixteen").contains("CORTEX_PG_HNSW_M"));
+        // 40 links want at least 80 candidates while linking; the default 64 is too few.
+        assert!(bad("CORTEX_PG_HNSW_M", "40").contains("at least twice"));
+        assert!(bad("CORTEX_PG_HNSW_EF_CONSTRUCTION", "2000").contains("4 to 1000"));
         assert!(bad("CORTEX_PG_PRUNE_BUDGET", "-1").contains("CORTEX_PG_PRUNE_BUDGET"));
         assert!(
             bad("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "30s")

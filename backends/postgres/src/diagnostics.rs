@@ -6,6 +6,8 @@
 use cortex_core::embedding::normalized;
 use cortex_core::{SearchRequest, StoreError};
 
+use crate::config::HnswBuild;
+use crate::search::dense_plan::hnsw_built_with;
 use crate::search::lexical_path::{LexicalPaths, RarestFirstLookups};
 use crate::store::PostgresStore;
 
@@ -76,6 +78,18 @@ impl Diagnostics<'_> {
                     .search_of(plan, user, &unit, &request)
                     .explain()
                     .await
+            })
+            .await
+    }
+
+    /// The settings the HNSW index was built with (see [`HnswBuild`]), `None` while there
+    /// is no index: they may differ from this handle's
+    /// [`hnsw_build`](crate::PostgresConfig::hnsw_build), which applies to a new build.
+    pub async fn hnsw_built_with(&self) -> Result<Option<HnswBuild>, StoreError> {
+        self.store
+            .bounded(async {
+                let client = self.store.client().await?;
+                hnsw_built_with(&client, self.store.names()).await
             })
             .await
     }

@@ -49,7 +49,7 @@ mod transfer;
 
 pub use config::{
     DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
-    DenseMode, PostgresConfig, Timeouts,
+    DenseMode, HnswBuild, PostgresConfig, Timeouts,
 };
 pub use diagnostics::Diagnostics;
 pub use error::PostgresError;

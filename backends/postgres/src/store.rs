@@ -203,7 +203,14 @@ impl PostgresStore {
         }
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
-            ensure_hnsw_index(&inner.pool, &inner.names, dimension, &inner.hnsw_ready).await
+            ensure_hnsw_index(
+                &inner.pool,
+                &inner.names,
+                dimension,
+                inner.config.hnsw_build,
+                &inner.hnsw_ready,
+            )
+            .await
         })
         .await
         .map_err(|e| StoreError::backend("postgres", e))?
@@ -318,6 +325,7 @@ impl PostgresStore {
                             &inner.pool,
                             &inner.names,
                             dimension,
+                            inner.config.hnsw_build,
                             &inner.hnsw_ready,
                         )
                         .await;

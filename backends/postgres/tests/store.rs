@@ -18,7 +18,8 @@ use cortex_core::{
     EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
 };
 use cortex_postgres::{
-    DenseMode, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups, SCHEMA_VERSION,
+    DenseMode, HnswBuild, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups,
+    SCHEMA_VERSION,
 };
 use pgvector::Vector;
 use support::TestSchema;
@@ -1057,6 +1058,60 @@ async fn legacy_hnsw_index_is_replaced() {
             "{case}: {indexes:#?}"
         );
     }
+}
+
+/// The HNSW index is built with the handle's `hnsw_build`, and an index built with other
+/// settings is kept (a rebuild is the operator's call), as `hnsw_built_with` reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hnsw_index_is_built_with_its_settings_and_kept_under_others() {
+    require_db!();
+    let schema = TestSchema::new("hnsw_build", true, DenseMode::Exact).await;
+    let exact = schema.store().await;
+    let dim = 8;
+    let sig = EmbeddingSignature::new("m", dim);
+    let mut rng = Rng(9);
+    for i in 0..30 {
+        let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
+        exact
+            .add(&memory("u", &format!("note {i}")), &v, &sig)
+            .await
+            .unwrap();
+    }
+    assert_eq!(exact.diagnostics().hnsw_built_with().await.unwrap(), None);
+    let request = SearchRequest {
+        query: "note".into(),
+        terms: query_terms("note"),
+        embedding: vec![0.5; dim],
+        top_k: 5,
+        filter: Default::default(),
+    };
+    let small = HnswBuild {
+        m: 8,
+        ef_construction: 32,
+    };
+    let hnsw = |build: HnswBuild| {
+        PostgresStore::connect(PostgresConfig {
+            dense_mode: DenseMode::Hnsw,
+            hnsw_build: build,
+            ..exact.config().clone()
+        })
+    };
+    let first = hnsw(small).await.unwrap();
+    assert_eq!(first.search("u", &request).await.unwrap().len(), 5);
+    assert_eq!(
+        first.diagnostics().hnsw_built_with().await.unwrap(),
+        Some(small)
+    );
+    let other = hnsw(HnswBuild::default()).await.unwrap();
+    assert_eq!(
+        other.search("u", &request).await.unwrap(),
+        first.search("u", &request).await.unwrap()
+    );
+    assert_eq!(
+        other.diagnostics().hnsw_built_with().await.unwrap(),
+        Some(small),
+        "the index built with other settings is kept"
+    );
 }
 
 /// A role that may not create the extension in a database without it gets an error that

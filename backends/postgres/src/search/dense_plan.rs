@@ -46,6 +46,7 @@ use sea_query::{Expr, ExprTrait, IdenStatic, Query};
 use tokio_postgres::error::SqlState;
 
 use super::aliases::As;
+use crate::config::HnswBuild;
 use crate::filter::and_filter;
 use crate::names::Names;
 use crate::pg_err;
@@ -137,6 +138,7 @@ pub(crate) async fn ensure_hnsw_index(
     pool: &Connections,
     names: &Names,
     dimension: usize,
+    build: HnswBuild,
     done: &AtomicBool,
 ) -> Result<(), StoreError> {
     if done.load(Ordering::Acquire) {
@@ -145,9 +147,11 @@ pub(crate) async fn ensure_hnsw_index(
     check_hnsw_dimension(dimension)?;
     let sql = format!(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {HNSW_INDEX} ON {} USING hnsw \
-         ({} halfvec_cosine_ops) WHERE NOT superseded",
+         ({} halfvec_cosine_ops) WITH (m = {}, ef_construction = {}) WHERE NOT superseded",
         names.q(Memories::Table),
         indexed_expression("", dimension),
+        build.m,
+        build.ef_construction,
     );
     // Out of the pool for good, without the pool's statement timeout: a build over many
     // memories rightly takes minutes, and the session setting must not reach another call.
@@ -204,7 +208,10 @@ pub(crate) async fn ensure_hnsw_index(
             index = HNSW_INDEX,
             "the HNSW index is invalid (an interrupted build?); run REINDEX INDEX CONCURRENTLY"
         );
-    } else if valid == Some(true) && legacy.is_some() {
+    } else if valid == Some(true) {
+        warn_if_built_otherwise(&client, names, build).await?;
+    }
+    if valid == Some(true) && legacy.is_some() {
         // The `vector` index no search uses any more, once its replacement is there.
         client
             .batch_execute(&format!(
@@ -216,6 +223,67 @@ pub(crate) async fn ensure_hnsw_index(
     }
     done.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Logs when the index was built with other settings than `build`: it is kept, since
+/// rebuilding a large index unasked could take the server's CPU for many minutes.
+async fn warn_if_built_otherwise(
+    client: &tokio_postgres::Client,
+    names: &Names,
+    build: HnswBuild,
+) -> Result<(), StoreError> {
+    if let Some(built) = hnsw_built_with(client, names).await?
+        && built != build
+    {
+        tracing::warn!(
+            index = HNSW_INDEX,
+            built_m = built.m,
+            built_ef_construction = built.ef_construction,
+            m = build.m,
+            ef_construction = build.ef_construction,
+            "the HNSW index was built with other settings than CORTEX_PG_HNSW_M and \
+             CORTEX_PG_HNSW_EF_CONSTRUCTION, and is kept; drop it \
+             (DROP INDEX CONCURRENTLY) for the next search to build it with these"
+        );
+    }
+    Ok(())
+}
+
+/// The settings the HNSW index was built with, `None` without the index. pgvector keeps
+/// them as the index's storage options, leaving out those at their defaults.
+pub(crate) async fn hnsw_built_with(
+    client: &tokio_postgres::Client,
+    names: &Names,
+) -> Result<Option<HnswBuild>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT coalesce(c.reloptions, '{}') FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&names.schema(), &HNSW_INDEX],
+        )
+        .await
+        .map_err(pg_err)?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let options: Vec<String> = get(&row, 0)?;
+    Ok(Some(parse_build_options(&options)))
+}
+
+/// `m=24`, `ef_construction=128` as pgvector stores them; a missing one is at its default.
+fn parse_build_options(options: &[String]) -> HnswBuild {
+    let mut build = HnswBuild::default();
+    for option in options {
+        match option.split_once('=') {
+            Some(("m", v)) => build.m = v.parse().unwrap_or(build.m),
+            Some(("ef_construction", v)) => {
+                build.ef_construction = v.parse().unwrap_or(build.ef_construction)
+            }
+            _ => {}
+        }
+    }
+    build
 }
 
 /// A filter that fewer than this many of the user's live memories pass is searched
@@ -260,5 +328,22 @@ mod tests {
         assert_eq!(query_expression(384), "($1::vector::halfvec(384))");
         assert_eq!(indexed_expression("", 3072), "(embedding::halfvec(3072))");
         assert!(check_hnsw_dimension(4096).is_err());
+    }
+
+    #[test]
+    fn build_options_read_back_with_pgvectors_defaults_for_the_missing() {
+        let read = |o: &[&str]| {
+            parse_build_options(&o.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+        };
+        assert_eq!(read(&[]), HnswBuild::default());
+        assert_eq!(
+            read(&["m=24", "ef_construction=128"]),
+            HnswBuild {
+                m: 24,
+                ef_construction: 128
+            }
+        );
+        assert_eq!(read(&["fillfactor=90", "m=32"]).ef_construction, 64);
+        assert_eq!(read(&["fillfactor=90", "m=32"]).m, 32);
     }
 }
