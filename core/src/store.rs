@@ -164,6 +164,16 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         Err(StoreError::Unsupported("search"))
     }
 
+    /// Keeps `built`, an index of `user`'s memories that the caller kept up to date with
+    /// its own writes, where the next [`build_index`](Self::build_index) (in this process
+    /// or the next) can read it back, when it still describes the user's memories as they
+    /// are: for an engine letting go of its indexes (at shutdown). A store that keeps
+    /// nothing between builds (the default) does nothing.
+    async fn keep_index(&self, user: &str, built: &BuiltIndex) -> StoreResult<()> {
+        let _ = (user, built);
+        Ok(())
+    }
+
     /// Marks `old_id` superseded by `new_id` (both must exist for the user).
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation>;
 
@@ -222,6 +232,9 @@ macro_rules! forward_store {
                 request: &SearchRequest,
             ) -> StoreResult<Vec<ScoredMemory>> {
                 (**self).search(user, request).await
+            }
+            async fn keep_index(&self, user: &str, built: &BuiltIndex) -> StoreResult<()> {
+                (**self).keep_index(user, built).await
             }
             async fn supersede(
                 &self,

@@ -94,7 +94,8 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
         None => {
             let engine = lazy_engine();
             tracing::info!("serving MCP on stdio");
-            serve_stdio(engine, shutdown).await?;
+            serve_stdio(Arc::clone(&engine), shutdown).await?;
+            keep_indexes(&engine).await;
         }
         Some(addr) => {
             // The credentials are checked before binding: a server that would refuse every
@@ -119,11 +120,21 @@ async fn serve(cli: Cli) -> Result<(), MainError> {
                 "listening on http://{bound}{MCP_PATH}"
             );
             let stop = http::Stop::new(shutdown, policy.drain);
-            let app = http::router(engine, credentials, &policy, &stop);
+            let app = http::router(Arc::clone(&engine), credentials, &policy, &stop);
             http::serve(listener, app, stop).await?;
+            keep_indexes(&engine).await;
         }
     }
     Ok(())
+}
+
+/// The cached indexes written where the next start reads them (SQLite's snapshots), so
+/// that its first recalls need not read back what this process wrote.
+async fn keep_indexes(engine: &LazyEngine) {
+    if let Some(engine) = engine.built() {
+        let kept = engine.memory.keep_indexes().await;
+        tracing::info!(indexes = kept, "indexes kept for the next start");
+    }
 }
 
 /// What the HTTP front accepts: the one shared token, or the store's API keys. In key

@@ -253,3 +253,124 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Tool calls over one stdio session, one at a time (each waits for its reply).
+struct StdioSession {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl StdioSession {
+    fn start(env: &[(&str, &str)]) -> Self {
+        let mut child = cortex_mcp(&[], env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut session = Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next_id: 1,
+        };
+        session.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "keep-probe", "version": "0"}}),
+        );
+        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(30)).unwrap();
+            let reply: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if reply["id"] == id {
+                return reply;
+            }
+        }
+    }
+
+    /// The call's text, which must not be a tool error.
+    fn call(&mut self, tool: &str, arguments: serde_json::Value) -> String {
+        let reply = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        let result = &reply["result"];
+        assert_ne!(result["isError"], true, "{tool}: {reply}");
+        result["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn end(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// A server stopping keeps what it wrote into its indexes (SQLite's snapshots): the next
+/// server's first recall reads the whole index from the snapshot, not a row, though the
+/// snapshot the first recall wrote was behind by the memory written after it.
+#[test]
+fn a_stopping_server_keeps_its_indexes_for_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("memory.db");
+    let env = [
+        ("HOME", dir.path().to_str().unwrap()),
+        ("CORTEX_DB_PATH", db.to_str().unwrap()),
+        ("CORTEX_EMBED_PROVIDER", "fake"),
+    ];
+    let mut first = StdioSession::start(&env);
+    for i in 0..30 {
+        first.call(
+            "memorize",
+            json!({"content": format!("note {i} about the garden")}),
+        );
+    }
+    first.call("recall", json!({"query": "the garden"}));
+    first.call(
+        "memorize",
+        json!({"content": "a heron on the weir at dawn"}),
+    );
+    first.end();
+
+    // Any row read back from now on shows the rewrite.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE memories SET content = content || ' (rewritten)'",
+            [],
+        )
+        .unwrap();
+    let mut second = StdioSession::start(&env);
+    let recalled = second.call("recall", json!({"query": "a heron on the weir at dawn"}));
+    second.end();
+    assert!(
+        recalled.contains("a heron on the weir at dawn"),
+        "{recalled}"
+    );
+    assert!(
+        !recalled.contains("(rewritten)"),
+        "the next start read rows back: {recalled}"
+    );
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cortex_core::{
-    BuiltIndex, MemoryId, MemoryIndex, Snapshot, StoreError, StoreResult, VectorSource,
+    BuiltIndex, Generation, MemoryId, MemoryIndex, Snapshot, StoreError, StoreResult, VectorSource,
 };
 use rusqlite::{Connection, Rows, Transaction, params, params_from_iter};
 
@@ -36,19 +36,14 @@ pub(crate) fn build_index(
     snapshots: Option<&Snapshots>,
 ) -> StoreResult<BuiltIndex> {
     let tx = conn.transaction().map_err(db_err)?;
-    let (generation, stamp) = read_stamped_generation(&tx, user)?;
     let Some(snapshots) = snapshots else {
+        let (generation, _) = read_stamped_generation(&tx, user)?;
         let index = from_rows(&tx, user, dimension, source)?;
         tx.commit().map_err(db_err)?;
         return Ok(BuiltIndex { index, generation });
     };
-    let key = SnapshotKey {
-        epoch: read_index_epoch(&tx)?,
-        user: user.to_owned(),
-        dimension,
-        generation: generation.0,
-        stamp,
-    };
+    let key = current_key(&tx, user, dimension)?;
+    let generation = Generation(key.generation);
     let started = std::time::Instant::now();
     let (index, from) = match read_base(snapshots, &key, source.clone()) {
         Some((base, index)) if base.current(&key) => (index, Built::FromSnapshot),
@@ -67,10 +62,45 @@ pub(crate) fn build_index(
     );
     // Any snapshot that was not current is replaced, so the next opening reads it as is
     // (even when no memory changed: its generation did).
-    if from != Built::FromSnapshot {
-        snapshots.write(user, dimension, &index.to_snapshot(&key.encode()));
+    let encoded = key.encode();
+    match from {
+        Built::FromSnapshot => snapshots.read_as_current(user, dimension, encoded),
+        _ => snapshots.write(user, dimension, &encoded, &index.to_snapshot(&encoded)),
     }
     Ok(BuiltIndex { index, generation })
+}
+
+/// What a snapshot of `user`'s index at `dimension` describing the rows as they are now
+/// is keyed by.
+pub(crate) fn current_key(
+    conn: &Connection,
+    user: &str,
+    dimension: usize,
+) -> StoreResult<SnapshotKey> {
+    let (generation, stamp) = read_stamped_generation(conn, user)?;
+    Ok(SnapshotKey {
+        epoch: read_index_epoch(conn)?,
+        user: user.to_owned(),
+        dimension,
+        generation: generation.0,
+        stamp,
+    })
+}
+
+/// Writes `bytes`, a snapshot keyed by `key`, if `key` still describes the rows. Called
+/// with the store's connection held, so no write of this process comes between the check
+/// and the file (a forget's removal of the user's snapshots comes after, as it must).
+pub(crate) fn write_if_current(
+    conn: &Connection,
+    snapshots: &Snapshots,
+    key: &SnapshotKey,
+    bytes: &[u8],
+) -> StoreResult<bool> {
+    let current = current_key(conn, &key.user, key.dimension)? == *key;
+    if current {
+        snapshots.write(&key.user, key.dimension, &key.encode(), bytes);
+    }
+    Ok(current)
 }
 
 /// The user's snapshot when it holds this file's vectors of this user's index at this

@@ -7,8 +7,10 @@
 //! refused by its checksum, and any failure to read or write one only means the index
 //! is built from the rows as it was before snapshots.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sha2::{Digest, Sha256};
 
@@ -64,13 +66,35 @@ impl SnapshotKey {
 #[derive(Debug, Clone)]
 pub(crate) struct Snapshots {
     dir: PathBuf,
+    /// The key of each snapshot this process last read as current or wrote, by file, so
+    /// that an index kept at shutdown that is already on disk is not written again.
+    known: Arc<Mutex<HashMap<PathBuf, Vec<u8>>>>,
 }
 
 impl Snapshots {
     pub(crate) fn beside(database: &Path) -> Self {
         let mut dir = database.as_os_str().to_owned();
         dir.push(".index");
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            known: Arc::default(),
+        }
+    }
+
+    fn known(&self) -> MutexGuard<'_, HashMap<PathBuf, Vec<u8>>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this process last read (as current) or wrote the snapshot under `key`.
+    pub(crate) fn holds(&self, user: &str, dimension: usize, key: &[u8]) -> bool {
+        self.known()
+            .get(&self.file(user, dimension))
+            .is_some_and(|k| k == key)
+    }
+
+    /// Records that the snapshot on disk is the one under `key`.
+    pub(crate) fn read_as_current(&self, user: &str, dimension: usize, key: Vec<u8>) {
+        self.known().insert(self.file(user, dimension), key);
     }
 
     /// One file per user and dimension, named by a hash: a user id may hold any text.
@@ -89,6 +113,11 @@ impl Snapshots {
     /// the memory removed, at the next build.
     pub(crate) fn remove_user(&self, user: &str) {
         let prefix = format!("{}-", Self::user_prefix(user));
+        self.known().retain(|file, _| {
+            !file
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        });
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
@@ -120,10 +149,18 @@ impl Snapshots {
 
     /// Replaces the snapshot at once (written aside, then renamed over it), so a reader
     /// sees the old one or the new one, never half of one.
-    pub(crate) fn write(&self, user: &str, dimension: usize, bytes: &[u8]) {
+    /// `bytes` is the snapshot written under `key`.
+    pub(crate) fn write(&self, user: &str, dimension: usize, key: &[u8], bytes: &[u8]) {
         let path = self.file(user, dimension);
-        if let Err(e) = self.replace(&path, bytes) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write an index snapshot");
+        match self.replace(&path, bytes) {
+            Ok(()) => {
+                self.known().insert(path, key.to_vec());
+            }
+            Err(e) => {
+                // What is on disk now is unknown: the next keep writes it again.
+                self.known().remove(&path);
+                tracing::warn!(path = %path.display(), error = %e, "cannot write an index snapshot");
+            }
         }
     }
 

@@ -450,6 +450,29 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
+    /// Writes the engine's index as the user's snapshot when it describes the rows as they
+    /// are and the snapshot on disk does not already (an index this process caught up
+    /// with its own writes since it was built or read).
+    async fn keep_index(&self, user: &str, built: &BuiltIndex) -> StoreResult<()> {
+        let Some(snapshots) = self.snapshots.clone() else {
+            return Ok(());
+        };
+        let dimension = built.index.dimension();
+        let owned = user.to_owned();
+        let key = self
+            .run(move |conn| index_build::current_key(conn, &owned, dimension))
+            .await?;
+        let encoded = key.encode();
+        // Behind the rows (another process wrote), or already on disk.
+        if key.generation != built.generation.0 || snapshots.holds(user, dimension, &encoded) {
+            return Ok(());
+        }
+        let bytes = built.index.to_snapshot(&encoded);
+        self.run(move |conn| index_build::write_if_current(conn, &snapshots, &key, &bytes))
+            .await
+            .map(drop)
+    }
+
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         let (user, s) = (user.to_owned(), supersession.clone());
         self.write(move |tx| {

@@ -289,3 +289,69 @@ async fn forgetting_a_memory_removes_its_users_snapshots_and_no_one_elses() {
     assert_eq!(files.len(), 2);
     assert!(files.iter().all(|f| !holds_secret(f)));
 }
+
+/// What the engine wrote since its index was built is kept at shutdown
+/// (`CortexMemory::keep_indexes`): the next opening reads the whole index from the
+/// snapshot, reading no row, not even the rows written since; keeping it again writes
+/// nothing.
+#[tokio::test]
+async fn an_index_kept_at_shutdown_is_read_back_without_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let first = engine(&path, true);
+    fill(&first, 0, 40).await;
+    recalls(&first).await;
+    // Applied to the cached index; the snapshot on disk stays at 40 memories.
+    fill(&first, 40, 60).await;
+    let before = recalls(&first).await;
+    let late = first
+        .recall(USER, "note 45 about topic 3", 1)
+        .await
+        .unwrap();
+    assert!(late[0].memory.content.starts_with("note 45 "));
+    assert_eq!(first.keep_indexes().await, 1);
+    let file = snapshot_files(&path).remove(0);
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    assert_eq!(first.keep_indexes().await, 1);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified,
+        "a snapshot already on disk was written again"
+    );
+    drop(first);
+
+    // Rows read back (the 20 written after the snapshot, had it been caught up) would
+    // show the rewrite.
+    rewrite_texts_in_place(&path);
+    let second = engine(&path, true);
+    assert_eq!(recalls(&second).await, before);
+    let again = second
+        .recall(USER, "note 45 about topic 3", 1)
+        .await
+        .unwrap();
+    assert_eq!(again[0].memory.content, late[0].memory.content);
+}
+
+/// An index behind the file (another process wrote since) is not kept: a snapshot of it
+/// under the file's generation would hide the other process's memory at the next opening.
+#[tokio::test]
+async fn an_index_behind_the_file_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.db");
+    let first = engine(&path, true);
+    fill(&first, 0, 30).await;
+    recalls(&first).await;
+    let other = engine(&path, false);
+    other
+        .memorize(USER, "a heron on the weir at dawn", MemoryKind::Note, &[])
+        .await
+        .unwrap();
+    drop(other);
+    first.keep_indexes().await;
+    drop(first);
+    let hits = engine(&path, true)
+        .recall(USER, "a heron on the weir at dawn", 1)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].memory.content, "a heron on the weir at dawn");
+}

@@ -94,6 +94,15 @@ impl IndexCache {
         self.held().lru.peek(user).map(|e| Arc::clone(&e.slot))
     }
 
+    /// Every user's slot, most recently used first, without making any recently used.
+    pub(crate) fn slots(&self) -> Vec<(String, IndexSlot)> {
+        self.held()
+            .lru
+            .iter()
+            .map(|(user, e)| (user.clone(), Arc::clone(&e.slot)))
+            .collect()
+    }
+
     pub(crate) fn hit(&self) {
         self.hits.fetch_add(1, Ordering::Relaxed);
     }

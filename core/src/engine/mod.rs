@@ -880,6 +880,25 @@ impl CortexMemory {
         self.indexes.stats()
     }
 
+    /// Hands each cached index to the store to keep for the next opening
+    /// ([`MemoryStore::keep_index`]): for a server stopping. The indexes stay cached. A
+    /// store that cannot keep one logs why and the rest are still offered: the only cost
+    /// of a lost one is a slower first recall next time. How many indexes were offered.
+    pub async fn keep_indexes(&self) -> usize {
+        let mut offered = 0;
+        for (user, slot) in self.indexes.slots() {
+            let held = slot.read().await;
+            let Some(built) = held.as_ref() else {
+                continue;
+            };
+            offered += 1;
+            if let Err(e) = self.store.keep_index(&user, built).await {
+                tracing::warn!(error = %e, "an index was not kept for the next opening");
+            }
+        }
+        offered
+    }
+
     /// The user's cached index, rebuilt from the store only when its generation moved.
     async fn current_index(
         &self,
