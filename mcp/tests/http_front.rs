@@ -421,3 +421,51 @@ fn sigterm_finishes_the_calls_in_flight() {
         .unwrap();
     assert_eq!(stored, 1, "the memory of the finished call is stored");
 }
+
+/// SIGTERM keeps the server's indexes, with the memories it wrote since it built them, as
+/// SQLite's snapshots: the next start's first recall reads the index whole, no row.
+#[test]
+fn sigterm_keeps_the_indexes_for_the_next_start() {
+    let store = TestStore::sqlite();
+    let token = [("CORTEX_HTTP_TOKEN", TOKEN)];
+    let env = [&store.env(), &token[..]].concat();
+    let heron = "a heron on the weir at dawn";
+    let mut server = mcp_http::Server::start(&env);
+    {
+        let client = mcp_http::Client::open(&server, TOKEN);
+        for i in 0..30 {
+            client.ok(
+                "memorize",
+                serde_json::json!({"content": format!("note {i} about the garden")}),
+            );
+        }
+        client.ok("recall", serde_json::json!({"query": "the garden"}));
+        // Applied to the cached index; the snapshot the recall wrote lacks it.
+        client.ok("memorize", serde_json::json!({"content": heron}));
+    }
+    server.terminate();
+    let status = server
+        .exited_within(Duration::from_secs(20))
+        .expect("still running 20 s after SIGTERM");
+    assert!(status.success(), "{status}");
+
+    let (_, db) = env.iter().find(|(k, _)| *k == "CORTEX_DB_PATH").unwrap();
+    // Any row read back from now on shows the rewrite.
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute(
+            "UPDATE memories SET content = content || ' (rewritten)'",
+            [],
+        )
+        .unwrap();
+    let server = mcp_http::Server::start(&env);
+    let client = mcp_http::Client::open(&server, TOKEN);
+    let recalled = client
+        .ok("recall", serde_json::json!({"query": heron}))
+        .to_string();
+    assert!(recalled.contains(heron), "{recalled}");
+    assert!(
+        !recalled.contains("(rewritten)"),
+        "the next start read rows back: {recalled}"
+    );
+}

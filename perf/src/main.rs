@@ -259,13 +259,13 @@ async fn main() -> Result<(), BoxError> {
         }
     }
     println!(
-        "\n| N | d | cold from rows (no snapshot) | cold, writing the snapshot | cold from the snapshot | rows / snapshot | cold, snapshot 1% behind | snapshot bytes/memory |"
+        "\n| N | d | cold from rows (no snapshot) | cold, writing the snapshot | cold from the snapshot | rows / snapshot | cold, snapshot 1% behind | stop keeping 1% own writes | cold after that stop | snapshot bytes/memory |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &report {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "| {} | {} | {:.0} ms | {:.0} ms | {:.1} ms | {:.1}x | {:.0} ms | {:.0} |",
+            "| {} | {} | {:.0} ms | {:.0} ms | {:.1} ms | {:.1}x | {:.0} ms | {:.0} ms | {:.1} ms | {:.0} |",
             r["n"],
             r["d"],
             f("cold_from_rows_ms"),
@@ -273,6 +273,8 @@ async fn main() -> Result<(), BoxError> {
             f("cold_open_and_first_recall_ms"),
             f("cold_from_rows_ms") / f("cold_open_and_first_recall_ms"),
             f("cold_snapshot_behind_1pct_ms"),
+            f("keep_at_stop_ms"),
+            f("cold_after_kept_stop_ms"),
             f("snapshot_bytes_per_memory"),
         );
     }
@@ -691,7 +693,21 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
             writer.add(&m, &fake.vector(&text), &signature).await?;
         }
     }
-    let (cold_behind_ms, _) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
+    let (cold_behind_ms, (engine, _store)) =
+        open_and_recall(&path, true, &fake, &query_texts[0]).await?;
+
+    // A server's own writes, 1% of its memories, kept at its stop (`keep_indexes`, as
+    // cortex-mcp does on its way out): what the stop costs, and the next opening.
+    let mut rng = SmallRng::seed_from_u64(13);
+    for _ in 0..(n / 100).max(1) {
+        let text = corpus::text(&mut rng);
+        engine.memorize(USER, &text, MemoryKind::Note, &[]).await?;
+    }
+    let started = Instant::now();
+    engine.keep_indexes().await;
+    let keep_ms = started.elapsed().as_secs_f64() * 1e3;
+    drop(engine);
+    let (cold_kept_ms, _) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
 
     let floor = floor_ms(n, d);
     Ok(json!({
@@ -701,6 +717,8 @@ async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> 
         "cold_from_rows_ms": cold_rows_ms,
         "cold_writing_snapshot_ms": cold_write_ms,
         "cold_snapshot_behind_1pct_ms": cold_behind_ms,
+        "keep_at_stop_ms": keep_ms,
+        "cold_after_kept_stop_ms": cold_kept_ms,
         "snapshot_bytes_per_memory": snapshot_bytes as f64 / n as f64,
         "recall_p50_ms": recall.p50(), "recall_p95_ms": recall.p95(),
         "embed_p50_ms": embed.p50(), "dense_p50_ms": dense.p50(), "bm25_p50_ms": bm25.p50(),
