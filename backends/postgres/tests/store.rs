@@ -62,6 +62,21 @@ async fn add_in_order(store: &PostgresStore, texts: &[&str], sig: &EmbeddingSign
     }
 }
 
+/// Writes 30 memories "note 0" to "note 29" for user "u", with random vectors of `dim`
+/// (SplitMix64 from `seed`).
+async fn add_random_notes(store: &PostgresStore, dim: usize, seed: u64) -> EmbeddingSignature {
+    let sig = EmbeddingSignature::new("m", dim);
+    let mut rng = Rng(seed);
+    for i in 0..30 {
+        let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
+        store
+            .add(&memory("u", &format!("note {i}")), &v, &sig)
+            .await
+            .unwrap();
+    }
+    sig
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_connects_migrate_once() {
     require_db!();
@@ -1008,15 +1023,7 @@ async fn legacy_hnsw_index_is_replaced() {
         let schema = TestSchema::new(&format!("legacy_{case}"), true, DenseMode::Exact).await;
         let store = schema.store().await;
         let dim = 8;
-        let sig = EmbeddingSignature::new("m", dim);
-        let mut rng = Rng(5);
-        for i in 0..30 {
-            let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
-            store
-                .add(&memory("u", &format!("note {i}")), &v, &sig)
-                .await
-                .unwrap();
-        }
+        add_random_notes(&store, dim, 5).await;
         let client = store.pool().get().await.unwrap();
         client
             .batch_execute(&format!(
@@ -1068,15 +1075,7 @@ async fn hnsw_index_is_built_with_its_settings_and_kept_under_others() {
     let schema = TestSchema::new("hnsw_build", true, DenseMode::Exact).await;
     let exact = schema.store().await;
     let dim = 8;
-    let sig = EmbeddingSignature::new("m", dim);
-    let mut rng = Rng(9);
-    for i in 0..30 {
-        let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
-        exact
-            .add(&memory("u", &format!("note {i}")), &v, &sig)
-            .await
-            .unwrap();
-    }
+    add_random_notes(&exact, dim, 9).await;
     assert_eq!(exact.diagnostics().hnsw_built_with().await.unwrap(), None);
     let request = SearchRequest {
         query: "note".into(),

@@ -95,12 +95,11 @@ pub(crate) fn write_if_current(
     snapshots: &Snapshots,
     key: &SnapshotKey,
     bytes: &[u8],
-) -> StoreResult<bool> {
-    let current = current_key(conn, &key.user, key.dimension)? == *key;
-    if current {
+) -> StoreResult<()> {
+    if current_key(conn, &key.user, key.dimension)? == *key {
         snapshots.write(&key.user, key.dimension, &key.encode(), bytes);
     }
-    Ok(current)
+    Ok(())
 }
 
 /// The user's snapshot when it holds this file's vectors of this user's index at this

@@ -470,7 +470,6 @@ impl MemoryStore for SqliteStore {
         let bytes = built.index.to_snapshot(&encoded);
         self.run(move |conn| index_build::write_if_current(conn, &snapshots, &key, &bytes))
             .await
-            .map(drop)
     }
 
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {

@@ -424,17 +424,21 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 mod tests {
     use super::*;
 
-    /// The bound holds for every row: the exact dot product lies between the two ends.
-    #[test]
-    fn the_bound_contains_the_exact_score() {
-        let d = 37;
-        let mut seed = 7u64;
-        let mut next = || {
+    /// Values in [-1, 1] from a xorshift generator started at `seed`.
+    fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             (seed % 20_001) as f32 / 10_000.0 - 1.0
-        };
+        }
+    }
+
+    /// The bound holds for every row: the exact dot product lies between the two ends.
+    #[test]
+    fn the_bound_contains_the_exact_score() {
+        let d = 37;
+        let mut next = uniform(7);
         let mut codes = CompactCodes::new(d);
         let mut rows = Vec::new();
         for i in 0..300 {
@@ -476,13 +480,7 @@ mod tests {
     /// bounds bit for bit (elsewhere every test runs on the dispatched one only).
     #[test]
     fn the_dispatched_scan_equals_the_baseline_scan() {
-        let mut seed = 11u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % 20_001) as f32 / 10_000.0 - 1.0
-        };
+        let mut next = uniform(11);
         for d in [3, 67, 768] {
             let mut codes = CompactCodes::new(d);
             for i in 0..3000 {
