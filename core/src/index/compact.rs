@@ -2,7 +2,8 @@
 //! scores in full only the rows that could still reach the top.
 //!
 //! Each row `v` is stored as codes `q` (i8) with one scale `s` per row, `v = s q + e`;
-//! the query `u` likewise as `u = t p + f`. Then, exactly,
+//! the query `u` likewise as `u = t p + f`, with 16-bit codes `p` (the query is coded
+//! once per search, so its finer codes cost nothing to keep). Then, exactly,
 //!
 //! `v · u = s t (q · p) + s (q · f) + e · u`,
 //!
@@ -10,7 +11,9 @@
 //! `q · p` is an integer sum, so the scan reads a quarter of the bytes of the f32 rows
 //! and does integer work, and the radius is exact arithmetic's, not an estimate: a row
 //! whose upper bound is below the `pool`-th best lower bound cannot be in the top
-//! `pool`, whatever the rounding of its exact score.
+//! `pool`, whatever the rounding of its exact score. With 8-bit query codes `|f|` was as
+//! large as `|e|`; at 16 bits it is a hundredth of it, which halves the radius and so
+//! the rows left to score exactly (docs/BENCHMARKS.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,8 +22,16 @@ use std::sync::{Mutex, PoisonError};
 
 use pulp::{Arch, Simd, WithSimd};
 
-/// Largest code magnitude: symmetric, so `-q` is always a code too.
+/// Largest row code magnitude: symmetric, so `-q` is always a code too.
 const LEVELS: f64 = 127.0;
+
+/// Largest query code magnitude at `dimension`: as fine as an i16 holds, but no finer
+/// than keeps `|q · p| <= d 127 levels` inside an i32 (22,017 at d = 768; below 127
+/// only past d = 133,000).
+fn query_levels(dimension: usize) -> f64 {
+    let fits = (f64::from(i32::MAX) / (LEVELS * dimension.max(1) as f64)).floor();
+    fits.clamp(1.0, f64::from(i16::MAX))
+}
 
 /// Added to every radius: covers the f64 arithmetic of the bound and the rounding of the
 /// exact score to f32 (both below 1e-7 for unit vectors).
@@ -45,10 +56,10 @@ pub(crate) struct CompactCodes {
     rows: Vec<RowBound>,
 }
 
-/// A query in the same form: codes, their scale, and the norms of its residual and of
-/// itself.
+/// A query in the same form, with 16-bit codes: codes, their scale, and the norms of its
+/// residual and of itself.
 pub(crate) struct CompactQuery {
-    codes: Vec<i8>,
+    codes: Vec<i16>,
     scale: f64,
     residual_norm: f64,
     norm: f64,
@@ -84,7 +95,7 @@ impl CompactCodes {
 
     /// Appends the codes of `row`, a vector as the matrix stores it.
     pub(crate) fn push(&mut self, row: &[f32]) {
-        let (codes, scale, error_norm) = quantize(row);
+        let (codes, scale, error_norm) = quantize(row, LEVELS, |c| c as i8);
         let code_norm = codes
             .iter()
             .map(|c| f64::from(*c) * f64::from(*c))
@@ -147,7 +158,7 @@ impl CompactCodes {
         let d = self.dimension;
         let code = &self.codes[row * d..(row + 1) * d];
         let r = self.rows[row];
-        let centre = f64::from(r.scale) * query.scale * f64::from(dot_i8(code, &query.codes));
+        let centre = f64::from(r.scale) * query.scale * f64::from(dot(code, &query.codes));
         let radius = f64::from(r.code_norm) * query.residual_norm
             + f64::from(r.error_norm) * query.norm
             + SLACK;
@@ -281,7 +292,7 @@ impl<'a> Scan<'a> {
 }
 
 /// One chunk of a scan's rows, run through [`Arch::dispatch`]: `with_simd` is compiled
-/// once per instruction set, with [`CompactCodes::bound`] and [`dot_i8`] inlined into it.
+/// once per instruction set, with [`CompactCodes::bound`] and [`dot`] inlined into it.
 struct Chunk<'s, 'a> {
     scan: &'s Scan<'a>,
     rows: std::ops::Range<usize>,
@@ -353,7 +364,8 @@ impl Ord for Total {
 impl CompactQuery {
     /// `query` as the matrix scores it (already unit length).
     pub(crate) fn new(query: &[f32]) -> Self {
-        let (codes, scale, residual_norm) = quantize(query);
+        let (codes, scale, residual_norm) =
+            quantize(query, query_levels(query.len()), |c| c as i16);
         let norm = query
             .iter()
             .map(|x| f64::from(*x) * f64::from(*x))
@@ -368,15 +380,20 @@ impl CompactQuery {
     }
 }
 
-/// Codes, scale and residual norm `|v - s q|` of `v`. The residual is computed against
-/// the f32 scale that is stored, so the bound holds for what the scan multiplies by.
-fn quantize(v: &[f32]) -> (Vec<i8>, f32, f64) {
+/// Codes (at most `levels` in size, made by `code` from an integral f64 in range), scale
+/// and residual norm `|v - s q|` of `v`. The residual is computed against the f32 scale
+/// that is stored, so the bound holds for what the scan multiplies by.
+fn quantize<C: Copy + Default>(
+    v: &[f32],
+    levels: f64,
+    code: impl Fn(f64) -> C,
+) -> (Vec<C>, f32, f64) {
     let largest = v.iter().fold(0.0f64, |m, x| m.max(f64::from(x.abs())));
-    let scale = (largest / LEVELS) as f32;
+    let scale = (largest / levels) as f32;
     if scale == 0.0 || !scale.is_finite() {
         // All zero (or too small to scale): every code 0 and the whole vector residual.
         let norm = v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
-        return (vec![0; v.len()], 0.0, norm);
+        return (vec![C::default(); v.len()], 0.0, norm);
     }
     let step = f64::from(scale);
     let mut residual = 0.0f64;
@@ -384,9 +401,9 @@ fn quantize(v: &[f32]) -> (Vec<i8>, f32, f64) {
         .iter()
         .map(|x| {
             let x = f64::from(*x);
-            let code = (x / step).round().clamp(-LEVELS, LEVELS);
-            residual += (x - code * step).powi(2);
-            code as i8
+            let c = (x / step).round().clamp(-levels, levels);
+            residual += (x - c * step).powi(2);
+            code(c)
         })
         .collect();
     (codes, scale, residual.sqrt())
@@ -398,12 +415,12 @@ fn round_up(x: f64) -> f32 {
     if f64::from(y) >= x { y } else { y.next_up() }
 }
 
-/// Integer dot product over 32 independent lanes, so the compiler keeps them in SIMD
-/// registers (32 measured faster than 16 at d = 768). `|q · p| <= d 127^2` fits an i32
-/// for any d below 133,000. Inlined into the scan's loop, so it is compiled for the
-/// SIMD that loop is dispatched to.
+/// Integer dot product of row codes and query codes over 32 independent lanes, so the
+/// compiler keeps them in SIMD registers (32 measured faster than 16 at d = 768); the
+/// query's levels keep every sum inside an i32 ([`query_levels`]). Inlined into the
+/// scan's loop, so it is compiled for the SIMD that loop is dispatched to.
 #[inline(always)]
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+fn dot(a: &[i8], b: &[i16]) -> i32 {
     const LANES: usize = 32;
     let mut acc = [0i32; LANES];
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -466,7 +483,7 @@ mod tests {
                 .sum();
             let r = codes.rows[row];
             let code = &codes.codes[row * d..(row + 1) * d];
-            let centre = f64::from(r.scale) * q.scale * f64::from(dot_i8(code, &q.codes));
+            let centre = f64::from(r.scale) * q.scale * f64::from(dot(code, &q.codes));
             let radius =
                 f64::from(r.code_norm) * q.residual_norm + f64::from(r.error_norm) * q.norm;
             assert!(
@@ -514,15 +531,32 @@ mod tests {
     }
 
     #[test]
-    fn dot_i8_matches_a_plain_sum_for_odd_lengths() {
+    fn dot_matches_a_plain_sum_for_odd_lengths() {
         let a: Vec<i8> = (0..53).map(|i| (i * 37 % 255 - 127) as i8).collect();
-        let b: Vec<i8> = (0..53).map(|i| (i * 91 % 255 - 127) as i8).collect();
+        let b: Vec<i16> = (0..53)
+            .map(|i| (i * 9_091 % 44_035 - 22_017) as i16)
+            .collect();
         let plain: i32 = a
             .iter()
             .zip(&b)
             .map(|(x, y)| i32::from(*x) * i32::from(*y))
             .sum();
-        assert_eq!(dot_i8(&a, &b), plain);
+        assert_eq!(dot(&a, &b), plain);
+    }
+
+    /// The largest sum the query's levels allow fits an i32, up to HNSW's largest
+    /// dimension and past it.
+    #[test]
+    fn the_largest_dot_product_fits() {
+        for d in [1, 3, 768, 1536, 4000, 16_000, 200_000] {
+            let levels = query_levels(d);
+            assert!(levels >= 1.0 && levels <= f64::from(i16::MAX), "d {d}");
+            let a = vec![-127i8; d];
+            let b = vec![levels as i16; d];
+            let wide = -127 * i64::from(levels as i16) * d as i64;
+            assert_eq!(i64::from(dot(&a, &b)), wide, "d {d}");
+        }
+        assert_eq!(query_levels(768), 22_017.0);
     }
 
     #[test]
