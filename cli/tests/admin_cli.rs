@@ -196,8 +196,15 @@ async fn everyday_commands(a: &Env, backend: &str) {
             stats["index_snapshot_bytes"].as_u64().unwrap() > 0,
             "{stats}"
         );
+        assert!(stats["shared_buffers_bytes"].is_null(), "{stats}");
     } else {
         assert!(stats["index_snapshot_bytes"].is_null(), "{stats}");
+        // Postgres's smallest shared_buffers is 128 kB; no HNSW index at 8 memories.
+        assert!(
+            stats["shared_buffers_bytes"].as_u64().unwrap() >= 128 << 10,
+            "{stats}"
+        );
+        assert_eq!(stats["hnsw_index_bytes"], 0, "{stats}");
     }
     assert!(
         stats["content_tokens_estimate"].as_u64().unwrap() > 20,

@@ -629,6 +629,18 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             String::new(),
             String::new(),
         );
+        // An index larger than shared_buffers is read through the kernel's cache.
+        let memory = hnsw.diagnostics().hnsw_memory().await?;
+        println!(
+            "| {n} | | | | hnsw index {:.0} MB, shared_buffers {:.0} MB ({}) | | | | | |",
+            memory.index_bytes as f64 / 1e6,
+            memory.shared_buffers_bytes as f64 / 1e6,
+            if memory.fits() {
+                "fits"
+            } else {
+                "does not fit"
+            }
+        );
         let by_path = |run: &Run| {
             PATHS
                 .iter()
@@ -709,6 +721,8 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "hnsw_build_s": secs(build),
             "hnsw_m": m,
             "hnsw_ef_construction": ef_construction,
+            "hnsw_index_bytes": memory.index_bytes,
+            "shared_buffers_bytes": memory.shared_buffers_bytes,
             "exact_unpruned": { "hybrid_p50_ms": unpruned_h.latencies.p50(), "hybrid_p95_ms": unpruned_h.latencies.p95() },
             "lexical_paths": { "full": paths.full, "once": paths.once, "pruned": paths.pruned, "pruned_extended": paths.pruned_extended, "impact": paths.impact, "rarest_first": paths.rarest_first },
             "exact": { "hybrid_p50_ms": exact_h.latencies.p50(), "hybrid_p95_ms": exact_h.latencies.p95(),

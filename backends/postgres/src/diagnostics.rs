@@ -7,7 +7,8 @@ use cortex_core::embedding::normalized;
 use cortex_core::{SearchRequest, StoreError};
 
 use crate::config::HnswBuild;
-use crate::search::dense_plan::hnsw_built_with;
+use crate::hnsw_memory::{HnswMemory, hnsw_memory};
+use crate::search::dense_plan::{HNSW_INDEX, hnsw_built_with};
 use crate::search::lexical_path::{LexicalPaths, RarestFirstLookups};
 use crate::store::PostgresStore;
 
@@ -90,6 +91,17 @@ impl Diagnostics<'_> {
             .bounded(async {
                 let client = self.store.client().await?;
                 hnsw_built_with(&client, self.store.names()).await
+            })
+            .await
+    }
+
+    /// The HNSW index's size beside the server's `shared_buffers`: an index that does
+    /// not fit makes every HNSW search several times slower (see [`HnswMemory`]).
+    pub async fn hnsw_memory(&self) -> Result<HnswMemory, StoreError> {
+        self.store
+            .bounded(async {
+                let client = self.store.client().await?;
+                hnsw_memory(&client, self.store.names(), HNSW_INDEX).await
             })
             .await
     }

@@ -29,6 +29,7 @@ mod diagnostics;
 mod enrichment;
 pub mod error;
 mod filter;
+mod hnsw_memory;
 mod inspect;
 mod keys;
 mod meta;
@@ -53,6 +54,7 @@ pub use config::{
 };
 pub use diagnostics::Diagnostics;
 pub use error::PostgresError;
+pub use hnsw_memory::HnswMemory;
 pub use inspect::{Inspection, inspect};
 pub use names::validate_schema_name;
 pub use schema::SCHEMA_VERSION;

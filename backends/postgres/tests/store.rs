@@ -1077,6 +1077,22 @@ async fn hnsw_index_is_built_with_its_settings_and_kept_under_others() {
     let dim = 8;
     add_random_notes(&exact, dim, 9).await;
     assert_eq!(exact.diagnostics().hnsw_built_with().await.unwrap(), None);
+    let before = exact.diagnostics().hnsw_memory().await.unwrap();
+    assert_eq!(before.index_bytes, 0);
+    // pg_settings counts shared_buffers in 8 kB blocks.
+    let blocks: i64 = exact
+        .pool()
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT setting::int8 FROM pg_settings WHERE name = 'shared_buffers'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(before.shared_buffers_bytes, blocks as u64 * 8192);
     let request = SearchRequest {
         query: "note".into(),
         terms: query_terms("note"),
@@ -1101,6 +1117,9 @@ async fn hnsw_index_is_built_with_its_settings_and_kept_under_others() {
         first.diagnostics().hnsw_built_with().await.unwrap(),
         Some(small)
     );
+    let built = first.diagnostics().hnsw_memory().await.unwrap();
+    assert!(built.index_bytes >= 8192, "{built:?}");
+    assert!(built.fits(), "{built:?}");
     let other = hnsw(HnswBuild::default()).await.unwrap();
     assert_eq!(
         other.search("u", &request).await.unwrap(),

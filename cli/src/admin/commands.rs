@@ -304,6 +304,11 @@ struct Stats {
     /// The SQLite file's index snapshots, every user's (a cache beside the file, built
     /// again from it when missing; docs/ARCHITECTURE.md, "Index snapshots").
     index_snapshot_bytes: Option<u64>,
+    /// Postgres: the HNSW index (every user's; 0 while there is none) and the server's
+    /// `shared_buffers`: an index larger than the buffers is searched several times
+    /// slower (docs/CONFIGURATION.md).
+    hnsw_index_bytes: Option<u64>,
+    shared_buffers_bytes: Option<u64>,
 }
 
 /// The bytes of the files in `dir` (0 when there is none).
@@ -317,30 +322,30 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// The size on disk of every table of the schema, indexes and TOAST included; `None`
-/// (with a warning) when it cannot be read.
-async fn postgres_schema_bytes(config: &cortex_postgres::PostgresConfig) -> Option<u64> {
+/// The size on disk of every table of the schema, indexes and TOAST included, and the
+/// HNSW index beside `shared_buffers`; `None` (with a warning) when they cannot be read.
+async fn postgres_sizes(
+    config: &cortex_postgres::PostgresConfig,
+) -> (Option<u64>, Option<cortex_postgres::HnswMemory>) {
     let read = async {
         let store = cortex_postgres::PostgresStore::connect(config.clone())
             .await
             .map_err(|e| e.to_string())?;
-        let client = store.pool().get().await.map_err(|e| e.to_string())?;
-        let row = client
-            .query_one(
-                "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                 WHERE n.nspname = $1 AND c.relkind = 'r'",
-                &[&config.schema_name()],
-            )
+        let bytes = cortex_core::TransferStore::size_bytes(&store)
             .await
             .map_err(|e| e.to_string())?;
-        row.try_get::<_, i64>(0).map_err(|e| e.to_string())
+        let memory = store
+            .diagnostics()
+            .hnsw_memory()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((bytes, memory))
     };
     match read.await {
-        Ok(bytes) => u64::try_from(bytes).ok(),
+        Ok((bytes, memory)) => (bytes, Some(memory)),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the schema's size");
-            None
+            (None, None)
         }
     }
 }
@@ -369,10 +374,12 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
                 Some(size("") + size("-wal")),
             )
         }
-        cortex_app::Storage::Postgres(c) => (
-            format!("postgres schema {}", c.schema_name()),
-            postgres_schema_bytes(c).await,
-        ),
+        cortex_app::Storage::Postgres(c) => {
+            let (bytes, memory) = postgres_sizes(c).await;
+            stats.hnsw_index_bytes = memory.map(|m| m.index_bytes);
+            stats.shared_buffers_bytes = memory.map(|m| m.shared_buffers_bytes);
+            (format!("postgres schema {}", c.schema_name()), bytes)
+        }
     };
     let mut after = 0;
     loop {
@@ -407,6 +414,13 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     }
     if let Some(bytes) = stats.index_snapshot_bytes {
         println!("snapshots   {bytes} bytes of index snapshots beside the file");
+    }
+    if let (Some(index), Some(buffers)) = (stats.hnsw_index_bytes, stats.shared_buffers_bytes) {
+        let fit = match index <= buffers {
+            true => "fits",
+            false => "does not fit: raise shared_buffers (docs/CONFIGURATION.md)",
+        };
+        println!("hnsw index  {index} bytes, shared_buffers {buffers} bytes ({fit})");
     }
     println!(
         "signature   {}",

@@ -210,6 +210,7 @@ pub(crate) async fn ensure_hnsw_index(
         );
     } else if valid == Some(true) {
         warn_if_built_otherwise(&client, names, build).await?;
+        crate::hnsw_memory::warn_if_outgrown(&client, names, HNSW_INDEX).await?;
     }
     if valid == Some(true) && legacy.is_some() {
         // The `vector` index no search uses any more, once its replacement is there.
