@@ -2,7 +2,7 @@
 //!
 //! A graph search reads a few thousand index pages in no order. When the index is larger
 //! than `shared_buffers` (128 MB by default, a million 384-d memories make an index of
-//! 0.7-1.3 GB), most of those reads miss the buffer cache and go through the kernel's,
+//! 0.7-1.4 GB), most of those reads miss the buffer cache and go through the kernel's,
 //! which makes each search several times slower (docs/BENCHMARKS.md). Nothing in a
 //! store can change that setting (it needs a server restart), so the store says so: a
 //! warning when a handle first searches with the index, and the figures in

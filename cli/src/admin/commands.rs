@@ -415,12 +415,20 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     if let Some(bytes) = stats.index_snapshot_bytes {
         println!("snapshots   {bytes} bytes of index snapshots beside the file");
     }
-    if let (Some(index), Some(buffers)) = (stats.hnsw_index_bytes, stats.shared_buffers_bytes) {
-        let fit = match index <= buffers {
+    if let (Some(index_bytes), Some(shared_buffers_bytes)) =
+        (stats.hnsw_index_bytes, stats.shared_buffers_bytes)
+    {
+        let memory = cortex_postgres::HnswMemory {
+            index_bytes,
+            shared_buffers_bytes,
+        };
+        let fit = match memory.fits() {
             true => "fits",
             false => "does not fit: raise shared_buffers (docs/CONFIGURATION.md)",
         };
-        println!("hnsw index  {index} bytes, shared_buffers {buffers} bytes ({fit})");
+        println!(
+            "hnsw index  {index_bytes} bytes, shared_buffers {shared_buffers_bytes} bytes ({fit})"
+        );
     }
     println!(
         "signature   {}",
