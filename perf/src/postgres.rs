@@ -212,8 +212,6 @@ struct Run {
     lookups: RarestFirstLookups,
     /// How many of the measured searches ran their two sides on two connections.
     side_by_side: u64,
-    /// How many walked the HNSW graph again with the iterative scan, the first walk short.
-    rewalks: u64,
 }
 
 impl Run {
@@ -225,7 +223,6 @@ impl Run {
             by_path: Default::default(),
             lookups: RarestFirstLookups::default(),
             side_by_side: 0,
-            rewalks: 0,
         };
         for run in runs {
             all.latencies.extend(&run.latencies);
@@ -236,7 +233,6 @@ impl Run {
             all.lookups.candidates += run.lookups.candidates;
             all.lookups.looked_up += run.lookups.looked_up;
             all.side_by_side += run.side_by_side;
-            all.rewalks += run.rewalks;
         }
         all
     }
@@ -373,7 +369,6 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
     let mut by_path: [Samples; 6] = Default::default();
     let lookups_before = store.diagnostics().rarest_first_lookups();
     let parallel_before = store.diagnostics().parallel_searches();
-    let rewalks_before = store.diagnostics().hnsw_rewalks();
     for r in requests {
         let before = store.diagnostics().lexical_paths();
         let start = Instant::now();
@@ -406,7 +401,6 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
             looked_up: lookups_after.looked_up - lookups_before.looked_up,
         },
         side_by_side: store.diagnostics().parallel_searches() - parallel_before,
-        rewalks: store.diagnostics().hnsw_rewalks() - rewalks_before,
     })
 }
 
@@ -657,11 +651,10 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .join(", ")
         };
         println!(
-            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection ({} walked twice) |",
+            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection |",
             by_path(&hnsw_h),
             hnsw_h.side_by_side,
-            hnsw_h.latencies.len(),
-            hnsw_h.rewalks
+            hnsw_h.latencies.len()
         );
         println!(
             "| {n} | | | | hnsw, one connection per search | {:.1} | {:.1} | | | (paired with the hnsw row, alternating per query: p50 {:.2}x, p95 {:.2}x the hnsw row's) |",
@@ -738,7 +731,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                       "dense_p50_ms": hnsw_d.latencies.p50(), "dense_p95_ms": hnsw_d.latencies.p95(),
                       "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1,
                       "rarest_first_candidates": candidates, "rarest_first_looked_up": looked_up,
-                      "side_by_side_searches": hnsw_h.side_by_side, "rewalks": hnsw_h.rewalks },
+                      "side_by_side_searches": hnsw_h.side_by_side },
             "hnsw_one_connection": { "hybrid_p50_ms": serial_h.latencies.p50(), "hybrid_p95_ms": serial_h.latencies.p95() },
         }));
         if !opts.keep {

@@ -44,16 +44,6 @@ impl Diagnostics<'_> {
         self.store.parallel_search_count()
     }
 
-    /// How many of this handle's HNSW searches walked the graph twice: their dense side,
-    /// on a second connection, walks it first without pgvector's iterative scan (which
-    /// costs about a fifth more at a million memories); when that walk returns fewer
-    /// candidates than asked (the user's memories are too few among the nearest
-    /// `ef_search` of every user's), it runs again with the scan, and that user's later
-    /// searches on this handle scan iteratively from the start.
-    pub fn hnsw_rewalks(&self) -> u64 {
-        self.store.rewalk_count()
-    }
-
     /// How many of this handle's filtered searches were planned exactly though HNSW would
     /// have served them unfiltered, because fewer than
     /// [`hnsw_threshold`](crate::PostgresConfig::hnsw_threshold) of the user's live

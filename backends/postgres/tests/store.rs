@@ -15,8 +15,7 @@ use cortex_core::hybrid::MIN_POOL;
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryFilter, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
-    SearchRequest, StoreError,
+    EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
 };
 use cortex_postgres::{
     DenseMode, HnswBuild, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups,
@@ -900,105 +899,6 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             .any(|l| l.contains("memories_embedding_hnsw_half")),
         "{plan:#?}"
     );
-}
-
-/// An HNSW search's dense side, beside its BM25 side (one query term here), walks the
-/// graph first without pgvector's iterative scan and keeps that walk when it returned
-/// every candidate asked for; a user whose memories are too few among the walk's nearest
-/// (here: sixty far from the query, among four hundred of another user's near it) gets a
-/// second walk with the iterative scan, and scans iteratively from then on. Either way
-/// the results are those of a search that always scans iteratively (one connection: the
-/// dense side inside the fused statement). The planner is kept off sorting, so it takes
-/// the index even on this small table.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hnsw_walks_without_the_iterative_scan_until_a_walk_comes_back_short() {
-    require_db!();
-    let schema = TestSchema::new("walk", true, DenseMode::Hnsw).await;
-    let separator = if schema.url.contains('?') { '&' } else { '?' };
-    let url = format!("{}{separator}options=-c%20enable_sort%3Doff", schema.url);
-    let connect = |pool_size| {
-        PostgresStore::connect(PostgresConfig {
-            url: url.clone(),
-            pool_size,
-            ..support::config(&schema.url, &schema.schema, true, DenseMode::Hnsw)
-        })
-    };
-    let two = connect(2).await.unwrap();
-    let dim = 8;
-    let sig = EmbeddingSignature::new("m", dim);
-    let mut rng = Rng(11);
-    let mut near = |sign: f32| -> Vec<f32> {
-        (0..dim)
-            .map(|d| sign * f32::from(d == 0) + 0.3 * rng.float())
-            .collect()
-    };
-    for i in 0..400 {
-        let v = near(1.0);
-        two.add(&memory("big", &format!("note {i}")), &v, &sig)
-            .await
-            .unwrap();
-    }
-    for i in 0..60 {
-        let v = near(-1.0);
-        two.add(&memory("small", &format!("note {i}")), &v, &sig)
-            .await
-            .unwrap();
-    }
-    let one = connect(1).await.unwrap();
-    let query = near(1.0);
-    let request = |filter: MemoryFilter| SearchRequest {
-        query: "note".into(),
-        terms: query_terms("note"),
-        embedding: query.clone(),
-        top_k: 10,
-        filter,
-    };
-    let unfiltered = request(MemoryFilter::default());
-    let check = |user: &'static str, request: SearchRequest| {
-        let (one, two) = (&one, &two);
-        async move {
-            let a = two.search(user, &request).await.unwrap();
-            let b = one.search(user, &request).await.unwrap();
-            assert_eq!(a.len(), 10, "{user}: {a:#?}");
-            assert_eq!(a, b, "{user}: side by side against one connection");
-        }
-    };
-    // The first searches scan iteratively: the users' live counts are not known yet.
-    check("big", unfiltered.clone()).await;
-    check("small", unfiltered.clone()).await;
-    assert_eq!(two.diagnostics().hnsw_rewalks(), 0);
-    check("big", unfiltered.clone()).await;
-    assert_eq!(two.diagnostics().hnsw_rewalks(), 0, "big's walk was short");
-    check("small", unfiltered.clone()).await;
-    assert_eq!(two.diagnostics().hnsw_rewalks(), 1, "small's walk was not");
-    // small now scans iteratively from the start; big still walks plainly.
-    check("small", unfiltered.clone()).await;
-    check("big", unfiltered.clone()).await;
-    assert_eq!(two.diagnostics().hnsw_rewalks(), 1);
-    // A filtered search scans iteratively from the start (a threshold of 10 keeps it on
-    // the index: 60 memories pass).
-    let fresh = PostgresStore::connect(PostgresConfig {
-        hnsw_threshold: 10,
-        ..two.config().clone()
-    })
-    .await
-    .unwrap();
-    let notes = MemoryFilter {
-        kinds: vec![MemoryKind::Note],
-        ..MemoryFilter::default()
-    };
-    for _ in 0..2 {
-        let found = fresh
-            .search("small", &request(notes.clone()))
-            .await
-            .unwrap();
-        assert_eq!(found.len(), 10);
-    }
-    assert_eq!(fresh.diagnostics().filtered_exact_searches(), 0);
-    assert_eq!(fresh.diagnostics().parallel_searches(), 2);
-    assert_eq!(fresh.diagnostics().hnsw_rewalks(), 0);
-    assert_eq!(two.diagnostics().parallel_searches(), 6);
-    assert_eq!(one.diagnostics().parallel_searches(), 0);
 }
 
 /// Every search's statement that searches the dense side (the fused one, or the dense one

@@ -130,8 +130,6 @@ pub(crate) enum Col {
     RLookedUp,
     Live,
     Dfs,
-    /// How many HNSW candidates the dense statement's index scan returned.
-    Found,
 }
 
 /// The aliases (`FROM ... AS x`) under which a search statement reads its tables, CTEs

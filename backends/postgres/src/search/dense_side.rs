@@ -22,12 +22,11 @@ use super::dense_plan::{
 use super::sql_count;
 use crate::filter::and_filter;
 use crate::names::Names;
-use crate::sql::{Built, build, get_named};
+use crate::sql::{Built, build};
 use crate::tables::Memories;
 
 /// The dense side of one query alone, as one statement returning one row: the ranked
-/// memories as two arrays (see [`Ranked`]) and, in HNSW mode, how many candidates the
-/// index scan returned (see [`DenseFound`]), for a search that runs it beside the BM25
+/// memories as two arrays (see [`Ranked`]), for a search that runs it beside the BM25
 /// statement on a second connection. `unit_query` is the query embedding scaled to unit
 /// length by the core (`normalized`). Planned per search: its best plan depends on the
 /// user's size and on the query vector (see [`super::transaction`]).
@@ -40,7 +39,7 @@ pub(crate) fn dense(
     filter: &MemoryFilter,
 ) -> Built {
     let mut ctes = Ctes::new();
-    let dense = dense_ctes(&mut ctes, names, plan, user, unit_query, top_k, filter);
+    let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter);
     let mut select = Query::select();
     select
         .expr_as(
@@ -51,52 +50,14 @@ pub(crate) fn dense(
             Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
             Col::Ranks,
         )
-        .from(dense.ranks.name());
-    if let Some(candidates) = dense.candidates {
-        select.expr_as(Expr::cust(candidates.scalar("count(*)")), Col::Found);
-    }
-    select.with_cte(ctes.finish());
+        .from(dense.name())
+        .with_cte(ctes.finish());
     build(&select)
 }
 
 /// The [`dense`] statement's row.
-pub(crate) fn decode_dense(row: &Row) -> Result<DenseFound, StoreError> {
-    let found = match row
-        .columns()
-        .iter()
-        .any(|c| c.name() == Col::Found.as_str())
-    {
-        true => Some(get_named::<i64>(row, Col::Found)?),
-        false => None,
-    };
-    Ok(DenseFound {
-        ranked: Ranked::decode(row)?,
-        candidates: found.map(|n| usize::try_from(n).unwrap_or(0)),
-    })
-}
-
-/// What the [`dense`] statement found.
-#[derive(Debug)]
-pub(crate) struct DenseFound {
-    pub ranked: Ranked,
-    /// In HNSW mode, how many candidates the index scan returned: fewer than
-    /// [`hnsw_candidates`] of the pool means the scan ran out before its LIMIT (without
-    /// the iterative scan, after `ef_search` of every user's memories).
-    pub candidates: Option<usize>,
-}
-
-impl DenseFound {
-    /// Whether an HNSW scan returned fewer candidates than it asked for.
-    pub(crate) fn short(&self, top_k: usize) -> bool {
-        self.candidates
-            .is_some_and(|n| n < hnsw_candidates(candidate_pool(top_k)))
-    }
-}
-
-/// The dense side's CTEs: the ranks, and in HNSW mode the index scan's candidates.
-struct DenseCtes {
-    ranks: Cte,
-    candidates: Option<Cte>,
+pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
+    Ranked::decode(row)
 }
 
 /// The `dense` CTE (seq, rnk): the best `pool` dense candidates among the memories that
@@ -110,18 +71,6 @@ pub(super) fn dense_ranks(
     top_k: usize,
     filter: &MemoryFilter,
 ) -> Cte {
-    dense_ctes(ctes, names, plan, user, unit_query, top_k, filter).ranks
-}
-
-fn dense_ctes(
-    ctes: &mut Ctes,
-    names: &Names,
-    plan: DensePlan,
-    user: &str,
-    unit_query: &[f32],
-    top_k: usize,
-    filter: &MemoryFilter,
-) -> DenseCtes {
     let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
     let live = Live {
@@ -130,10 +79,7 @@ fn dense_ctes(
         filter,
     };
     match plan {
-        DensePlan::Exact => DenseCtes {
-            ranks: exact_dense(ctes, live, &query, pool),
-            candidates: None,
-        },
+        DensePlan::Exact => exact_dense(ctes, live, &query, pool),
         DensePlan::Hnsw { dimension } => hnsw_dense(ctes, live, &query, dimension, pool),
     }
 }
@@ -156,7 +102,7 @@ fn hnsw_dense(
     query: &Vector,
     dimension: usize,
     pool: usize,
-) -> DenseCtes {
+) -> Cte {
     // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n. The
     // distance kept is the full-precision one (the index is halfvec).
     let order = format!(
@@ -171,7 +117,7 @@ fn hnsw_dense(
             .limit(sql_count(hnsw_candidates(pool)))
             .to_owned(),
     );
-    let ranks = ctes.add(
+    ctes.add(
         CteName::Dense,
         Query::select()
             .column(Col::Seq)
@@ -190,11 +136,7 @@ fn hnsw_dense(
                 As::B,
             )
             .to_owned(),
-    );
-    DenseCtes {
-        ranks,
-        candidates: Some(candidates),
-    }
+    )
 }
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the

@@ -12,7 +12,6 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use super::dense_plan::{self, DensePlan};
-use super::dense_side::DenseFound;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::{
     DenseSide, LexicalSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical,
@@ -91,9 +90,6 @@ pub(crate) struct Search<'a> {
     /// The query embedding scaled to unit length by the core (`normalized`).
     pub unit: &'a [f32],
     pub request: &'a SearchRequest,
-    /// Walk the HNSW graph first without pgvector's iterative scan, when the dense side
-    /// runs on a second connection (see [`OnSecond::dense`]).
-    pub plain_first: bool,
 }
 
 /// What a search found: the fused statement's rows (with `explain`, the plans) and how
@@ -105,9 +101,6 @@ pub(crate) struct Found {
     pub lookups: RarestFirstLookups,
     /// Whether the dense side ran on a second connection.
     pub parallel: bool,
-    /// Whether its HNSW walk without the iterative scan came back short, and the dense
-    /// side was searched again with it.
-    pub rewalked: bool,
 }
 
 /// The dense statement's settings: a custom plan always; in HNSW mode `ef_search` (and
@@ -124,29 +117,23 @@ pub(crate) struct Found {
 #[derive(Debug)]
 struct Settings {
     sql: &'static str,
-    /// In HNSW mode with the iterative scan, the same without it (see
-    /// [`OnSecond::dense`]).
-    plain: Option<&'static str>,
     /// `hnsw.ef_search`, in HNSW mode.
     ef: Option<String>,
 }
 
 impl Settings {
     fn new(search: &Search<'_>) -> Self {
-        const HNSW: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-             set_config('hnsw.ef_search', $1, true)";
-        let (sql, plain) = match (search.plan.is_hnsw(), search.store.iterative_scan) {
-            (false, _) => (
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
-                None,
-            ),
-            (true, true) => (
+        let sql = match (search.plan.is_hnsw(), search.store.iterative_scan) {
+            (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
+            (true, true) => {
                 "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
                      set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'strict_order', true)",
-                Some(HNSW),
-            ),
-            (true, false) => (HNSW, None),
+                     set_config('hnsw.iterative_scan', 'strict_order', true)"
+            }
+            (true, false) => {
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true)"
+            }
         };
         let pool = cortex_core::candidate_pool(search.request.top_k);
         let ef = search.plan.is_hnsw().then(|| {
@@ -156,7 +143,7 @@ impl Settings {
             }
             .to_string()
         });
-        Self { sql, plain, ef }
+        Self { sql, ef }
     }
 
     fn params(&self) -> Vec<Param<'_>> {
@@ -169,9 +156,8 @@ impl Settings {
 
 impl Search<'_> {
     /// Runs the search in one read-only snapshot, in two round trips (one without query
-    /// terms): the BM25 statement, then the fused one; with several terms (or an HNSW
-    /// dense side) and a spare connection, the dense statement on it beside the BM25 one,
-    /// then the fused one.
+    /// terms): the BM25 statement, then the fused one; with several terms and a spare
+    /// connection, the dense statement on it beside the BM25 one, then the fused one.
     pub(crate) async fn run(&self) -> Result<Found, StoreError> {
         self.execute(false).await
     }
@@ -224,12 +210,11 @@ impl Search<'_> {
     /// a memory ranked by one side and missing from the other. The BM25 statement's text
     /// depends only on the number of terms and the settings, and its plan's shape not on
     /// estimates (see [`lexical`]): planned once per connection instead of per search.
-    /// With several terms, or an HNSW dense side, when a second connection is free, the
-    /// dense side runs on it beside the BM25 side, and the fused statement reads both
-    /// sides' ranks; otherwise (and for one term over an exact dense side, whose
-    /// impact-ordered BM25 side costs less than the second connection's extra round trip
-    /// and snapshot export at 100k, docs/BENCHMARKS.md) the fused statement searches the
-    /// dense side itself, after the BM25 side.
+    /// With several terms, when a second connection is free, the dense side runs on it
+    /// beside the BM25 side, and the fused statement reads both sides' ranks; otherwise
+    /// (and for one term, whose impact-ordered BM25 side costs less than the second
+    /// connection's extra round trip and snapshot export, docs/BENCHMARKS.md) the fused
+    /// statement searches the dense side itself, after the BM25 side.
     async fn execute(&self, explain: bool) -> Result<Found, StoreError> {
         let settings = Settings::new(self);
         let client = self.store.pool.get().await?;
@@ -249,14 +234,10 @@ impl Search<'_> {
                 path: LexicalPath::Once,
                 lookups: RarestFirstLookups::default(),
                 parallel: false,
-                rewalked: false,
             });
         };
         let config = self.store.config;
-        // An HNSW dense side costs several times a one-term BM25 side at a million
-        // memories (docs/BENCHMARKS.md): beside it, the search takes the longer of the two.
-        let beside = self.request.terms.len() > 1 || self.plan.is_hnsw();
-        let second = match !explain && config.parallel_search && beside {
+        let second = match !explain && config.parallel_search && self.request.terms.len() > 1 {
             // Never waits for one to come free: a search holding one connection while
             // waiting for another could, under load, leave every search waiting on every
             // other. A failed connect is no error: the search then runs on one connection.
@@ -273,13 +254,7 @@ impl Search<'_> {
                     self.request.top_k,
                     &self.request.filter,
                 );
-                let plain = match self.plain_first {
-                    true => settings.plain,
-                    false => None,
-                };
-                transaction
-                    .side_by_side(second, &lexical, &dense, plain, self.request.top_k)
-                    .await
+                transaction.side_by_side(second, &lexical, &dense).await
             }
             None => transaction.lexical_only(&lexical).await,
         };
@@ -304,7 +279,6 @@ impl Search<'_> {
             path: sides.path,
             lookups: sides.lookups,
             parallel: sides.dense.is_some(),
-            rewalked: sides.rewalked,
         })
     }
 }
@@ -317,8 +291,6 @@ struct Sides {
     lookups: RarestFirstLookups,
     /// The dense side, when it ran on a second connection.
     dense: Option<Ranked>,
-    /// Whether the dense side was searched again with the iterative scan.
-    rewalked: bool,
     /// The BM25 statement's plan, with `explain`.
     plans: Vec<Row>,
 }
@@ -465,22 +437,18 @@ impl Transaction<'_> {
             path,
             lookups,
             dense: None,
-            rewalked: false,
             plans,
         })
     }
 
     /// Opens the read-only snapshot, runs the BM25 side there and, as soon as the
     /// snapshot is exported, the `dense` statement on `second` in the same snapshot, in a
-    /// transaction of its own that ends here (first with the `plain` settings, when
-    /// given: see [`OnSecond::dense`]).
+    /// transaction of its own that ends here.
     async fn side_by_side(
         &self,
         second: &Object,
         lexical: &Built,
         dense: &Built,
-        plain: Option<&'static str>,
-        top_k: usize,
     ) -> Result<Sides, StoreError> {
         let client = self.client;
         let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
@@ -495,10 +463,6 @@ impl Transaction<'_> {
                 .prepare_cached(self.settings.sql)
                 .await
                 .map_err(pg_err)?,
-            plain: match plain {
-                Some(sql) => Some(second.prepare_cached(sql).await.map_err(pg_err)?),
-                None => None,
-            },
         };
         let lexical_params = lexical.1.as_params();
         // The BM25 statement goes out right behind the export; the dense side waits only
@@ -511,9 +475,7 @@ impl Transaction<'_> {
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
             let snapshot: String = get(&row, "pg_export_snapshot")?;
-            Ok(on_second
-                .dense(&snapshot, dense, self.settings, top_k)
-                .await)
+            Ok(on_second.dense(&snapshot, dense, self.settings).await)
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
@@ -523,13 +485,11 @@ impl Transaction<'_> {
         begin.map_err(pg_err)?;
         let dense_ranked = dense_ranked?;
         let (ranked, path, lookups) = decode_lexical(&lexical_found.map_err(pg_err)?)?;
-        let (dense_ranked, rewalked) = dense_ranked?;
         Ok(Sides {
             lexical: ranked,
             path,
             lookups,
-            dense: Some(dense_ranked),
-            rewalked,
+            dense: Some(dense_ranked?),
             plans: Vec::new(),
         })
     }
@@ -541,58 +501,30 @@ struct OnSecond<'a> {
     client: &'a Object,
     statement: Statement,
     settings: Statement,
-    /// The HNSW settings without the iterative scan, for a first walk.
-    plain: Option<Statement>,
 }
 
 impl OnSecond<'_> {
-    /// The `dense` statement in the exported `snapshot`, and whether it ran twice.
-    ///
-    /// With `plain`, the HNSW graph is first walked without pgvector's iterative scan,
-    /// which keeps every node it passes over (allocated, in a heap) in case the scan must
-    /// go on past `ef_search`. When that walk returns every candidate the statement asks
-    /// for, its rows are the iterative scan's: the iterative scan's first batch is the
-    /// same walk, in the same order, and the LIMIT ends the scan within it. When it comes
-    /// back short (the user's memories are too few among the first `ef_search`), the
-    /// statement runs again with the iterative scan, in the same snapshot.
+    /// The `dense` statement in the exported `snapshot`, in a transaction that ends in
+    /// the same round trip: COMMIT of a failed one rolls it back, so the connection goes
+    /// back to the pool clean either way.
     async fn dense(
         &self,
         snapshot: &str,
         dense: &Built,
         settings: &Settings,
-        top_k: usize,
-    ) -> Result<(Ranked, bool), StoreError> {
+    ) -> Result<Ranked, StoreError> {
         // A snapshot's name is hex digits and dashes; it is written into the command (SET
         // TRANSACTION SNAPSHOT takes no parameter).
         if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
         }
-        if let Some(plain) = &self.plain {
-            let found = self.run(snapshot, dense, plain, settings).await?;
-            if !found.short(top_k) {
-                return Ok((found.ranked, false));
-            }
-        }
-        let found = self.run(snapshot, dense, &self.settings, settings).await?;
-        Ok((found.ranked, self.plain.is_some()))
-    }
-
-    /// One transaction in `snapshot` that ends in the same round trip: COMMIT of a failed
-    /// one rolls it back, so the connection goes back to the pool clean either way.
-    async fn run(
-        &self,
-        snapshot: &str,
-        dense: &Built,
-        set: &Statement,
-        settings: &Settings,
-    ) -> Result<DenseFound, StoreError> {
         let second = self.client;
         let settings_params = settings.params();
         let params = dense.1.as_params();
         let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
         let (begin, set, found, commit) = futures_util::join!(
             second.batch_execute(&begin),
-            second.query(set, &settings_params),
+            second.query(&self.settings, &settings_params),
             second.query_one(&self.statement, &params),
             second.batch_execute("COMMIT"),
         );
