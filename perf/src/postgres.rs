@@ -212,6 +212,8 @@ struct Run {
     lookups: RarestFirstLookups,
     /// How many of the measured searches ran their two sides on two connections.
     side_by_side: u64,
+    /// How many walked the HNSW graph again with the iterative scan, the first walk short.
+    rewalks: u64,
 }
 
 impl Run {
@@ -223,6 +225,7 @@ impl Run {
             by_path: Default::default(),
             lookups: RarestFirstLookups::default(),
             side_by_side: 0,
+            rewalks: 0,
         };
         for run in runs {
             all.latencies.extend(&run.latencies);
@@ -233,6 +236,7 @@ impl Run {
             all.lookups.candidates += run.lookups.candidates;
             all.lookups.looked_up += run.lookups.looked_up;
             all.side_by_side += run.side_by_side;
+            all.rewalks += run.rewalks;
         }
         all
     }
@@ -369,6 +373,7 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
     let mut by_path: [Samples; 6] = Default::default();
     let lookups_before = store.diagnostics().rarest_first_lookups();
     let parallel_before = store.diagnostics().parallel_searches();
+    let rewalks_before = store.diagnostics().hnsw_rewalks();
     for r in requests {
         let before = store.diagnostics().lexical_paths();
         let start = Instant::now();
@@ -401,6 +406,7 @@ async fn measured(store: &PostgresStore, requests: &[SearchRequest]) -> Result<R
             looked_up: lookups_after.looked_up - lookups_before.looked_up,
         },
         side_by_side: store.diagnostics().parallel_searches() - parallel_before,
+        rewalks: store.diagnostics().hnsw_rewalks() - rewalks_before,
     })
 }
 
@@ -651,10 +657,11 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .join(", ")
         };
         println!(
-            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection |",
+            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection; {} walked the graph twice |",
             by_path(&hnsw_h),
             hnsw_h.side_by_side,
-            hnsw_h.latencies.len()
+            hnsw_h.latencies.len(),
+            hnsw_h.rewalks
         );
         println!(
             "| {n} | | | | hnsw, one connection per search | {:.1} | {:.1} | | | (paired with the hnsw row, alternating per query: p50 {:.2}x, p95 {:.2}x the hnsw row's) |",
@@ -665,17 +672,34 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         );
         let mut sweep = Vec::new();
         for &ef in &opts.ef_sweep {
-            let store = PostgresStore::connect(PostgresConfig {
-                ef_search: Some(ef),
-                ..pg_config(&schema, DenseMode::Hnsw)
-            })
-            .await?;
-            let h = run(&store, &hybrid).await?;
-            let d = run(&store, &dense_only).await?;
+            // The default (the graph walked first without the iterative scan), paired
+            // query by query with the iterative scan from the start.
+            let connect = |plain_walk| {
+                PostgresStore::connect(PostgresConfig {
+                    ef_search: Some(ef),
+                    plain_walk,
+                    ..pg_config(&schema, DenseMode::Hnsw)
+                })
+            };
+            let (store, iterative) = (connect(true).await?, connect(false).await?);
+            for r in hybrid.iter().chain(&dense_only).take(5) {
+                store.search(USER, r).await?;
+                iterative.search(USER, r).await?;
+            }
+            let (h, hi) = paired(&store, &iterative, &hybrid).await?;
+            let (d, di) = paired(&store, &iterative, &dense_only).await?;
             let o = (
                 overlap(&exact_h.results, &h.results),
                 overlap(&exact_d.results, &d.results),
             );
+            // The two walks must agree search by search (see `PostgresConfig::plain_walk`).
+            let same = h
+                .results
+                .iter()
+                .chain(&d.results)
+                .zip(hi.results.iter().chain(&di.results))
+                .filter(|(a, b)| a == b)
+                .count();
             line(
                 &format!("hnsw, ef_search {ef}"),
                 &h,
@@ -685,8 +709,24 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 String::new(),
                 String::new(),
             );
+            println!(
+                "| {n} | | | | hnsw, ef_search {ef}, iterative scan from the start | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} / {:.3} (paired with the row above: p50 {:.2}x hybrid, {:.2}x dense-only; the row above walked twice in {} of {} searches; the same results in {} of them) |",
+                hi.latencies.p50(),
+                hi.latencies.p95(),
+                di.latencies.p50(),
+                di.latencies.p95(),
+                overlap(&exact_h.results, &hi.results),
+                overlap(&exact_d.results, &di.results),
+                hi.latencies.p50() / h.latencies.p50(),
+                di.latencies.p50() / d.latencies.p50(),
+                h.rewalks + d.rewalks,
+                h.latencies.len() + d.latencies.len(),
+                same,
+            );
             sweep.push(json!({ "ef_search": ef, "hybrid_p50_ms": h.latencies.p50(),
-                "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1 }));
+                "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1,
+                "iterative_hybrid_p50_ms": hi.latencies.p50(), "iterative_dense_p50_ms": di.latencies.p50(),
+                "rewalks": h.rewalks + d.rewalks }));
         }
         let mut budgets = Vec::new();
         let settings = opts
@@ -731,7 +771,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                       "dense_p50_ms": hnsw_d.latencies.p50(), "dense_p95_ms": hnsw_d.latencies.p95(),
                       "overlap_hybrid": overlaps.0, "overlap_dense": overlaps.1,
                       "rarest_first_candidates": candidates, "rarest_first_looked_up": looked_up,
-                      "side_by_side_searches": hnsw_h.side_by_side },
+                      "side_by_side_searches": hnsw_h.side_by_side, "rewalks": hnsw_h.rewalks },
             "hnsw_one_connection": { "hybrid_p50_ms": serial_h.latencies.p50(), "hybrid_p95_ms": serial_h.latencies.p95() },
         }));
         if !opts.keep {

@@ -209,6 +209,11 @@ pub struct PostgresConfig {
     /// snapshot; the results are the same either way). Off, every search uses one
     /// connection: fewer connections and less server CPU per search under heavy load.
     pub parallel_search: bool,
+    /// Whether an unfiltered HNSW search walks the graph first without pgvector's
+    /// iterative scan, and again with it only when that walk returns fewer candidates than
+    /// it asked for (the results are the same either way; see `search::transaction`).
+    /// Off, every HNSW search scans iteratively from the start.
+    pub plain_walk: bool,
     /// How long calls and connections may wait on the server (see [`Timeouts`]).
     pub timeouts: Timeouts,
 }
@@ -228,6 +233,7 @@ impl PostgresConfig {
             ef_search: None,
             hnsw_build: HnswBuild::default(),
             parallel_search: true,
+            plain_walk: true,
             timeouts: Timeouts::default(),
         }
     }
@@ -237,7 +243,7 @@ impl PostgresConfig {
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
     /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000), `CORTEX_PG_HNSW_M`,
     /// `CORTEX_PG_HNSW_EF_CONSTRUCTION`,
-    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
+    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0), `CORTEX_PG_PLAIN_WALK` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
     /// none) through `get`: the app passes its one reader of the process environment
     /// (`cortex_app::env_var`), tests pass a map. The network timeouts other than the
     /// statement's are libpq's URL parameters (see [`Timeouts`]).
@@ -296,6 +302,9 @@ impl PostgresConfig {
         }
         if let Some(flag) = get("CORTEX_PG_PARALLEL_SEARCH") {
             config.parallel_search = parse_flag("CORTEX_PG_PARALLEL_SEARCH", &flag)?;
+        }
+        if let Some(flag) = get("CORTEX_PG_PLAIN_WALK") {
+            config.plain_walk = parse_flag("CORTEX_PG_PLAIN_WALK", &flag)?;
         }
         if let Some(secs) = get("CORTEX_PG_STATEMENT_TIMEOUT_SECS") {
             let secs: u64 = parse_number("CORTEX_PG_STATEMENT_TIMEOUT_SECS", &secs)?;
@@ -365,6 +374,7 @@ impl fmt::Debug for PostgresConfig {
             .field("ef_search", &self.ef_search)
             .field("hnsw_build", &self.hnsw_build)
             .field("parallel_search", &self.parallel_search)
+            .field("plain_walk", &self.plain_walk)
             .field("timeouts", &self.timeouts)
             .finish()
     }
@@ -445,6 +455,7 @@ mod tests {
             ("CORTEX_PG_HNSW_M", "24"),
             ("CORTEX_PG_HNSW_EF_CONSTRUCTION", "128"),
             ("CORTEX_PG_PARALLEL_SEARCH", "off"),
+            ("CORTEX_PG_PLAIN_WALK", "0"),
             ("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "5"),
         ]
         .into_iter()
@@ -467,6 +478,8 @@ mod tests {
         );
         assert_eq!(PostgresConfig::new("x").hnsw_build, HnswBuild::default());
         assert!(!c.parallel_search);
+        assert!(!c.plain_walk);
+        assert!(PostgresConfig::new("x").plain_walk);
         assert_eq!(c.timeouts.statement, Some(Duration::from_secs(5)));
         assert_eq!(
             c.timeouts.call_deadline(c.timeouts.connect),

@@ -44,6 +44,17 @@ impl Diagnostics<'_> {
         self.store.parallel_search_count()
     }
 
+    /// How many of this handle's HNSW searches walked the graph twice: an unfiltered
+    /// search of a user whose live count reaches the candidates it asks for walks it
+    /// first without pgvector's iterative scan (a fifth cheaper at a million memories,
+    /// [`PostgresConfig::plain_walk`](crate::PostgresConfig::plain_walk)); when that walk
+    /// returns fewer candidates than asked (the user's memories are too few among the
+    /// nearest `ef_search` of every user's), it runs again with the scan, and that user's
+    /// later searches on this handle scan iteratively from the start.
+    pub fn hnsw_rewalks(&self) -> u64 {
+        self.store.rewalk_count()
+    }
+
     /// How many of this handle's filtered searches were planned exactly though HNSW would
     /// have served them unfiltered, because fewer than
     /// [`hnsw_threshold`](crate::PostgresConfig::hnsw_threshold) of the user's live

@@ -1,14 +1,14 @@
 //! [`PostgresStore`]: the MemoryStore over a PostgreSQL + pgvector database.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use cortex_core::embedding::{normalized, validate_embedding};
-use cortex_core::hybrid::ScoredMemory;
+use cortex_core::hybrid::{ScoredMemory, candidate_pool};
 use cortex_core::record_tx::{self, require_memory};
 use cortex_core::records::Supersession;
 use cortex_core::{
@@ -41,7 +41,8 @@ use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
 use crate::tables::{Memories, Supersessions, Users};
 use crate::{pg_err, pool, search, tls};
 
-/// Live counts remembered for `auto` mode; forgotten wholesale past this many users.
+/// Live counts (and users whose HNSW walks came back short) remembered per user;
+/// forgotten wholesale past this many users.
 const MAX_CACHED_COUNTS: usize = 100_000;
 
 /// A count of memories as a LIMIT (a bigint).
@@ -63,7 +64,8 @@ struct Inner {
     signature: RwLock<Option<EmbeddingSignature>>,
     hnsw_ready: AtomicBool,
     hnsw_building: AtomicBool,
-    /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode.
+    /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode and
+    /// whether an HNSW walk may skip the iterative scan (not kept in `exact` mode).
     live_counts: Mutex<HashMap<String, u64>>,
     /// Which way each search's BM25 side went (diagnostics).
     lexical_paths: PathCounters,
@@ -72,6 +74,11 @@ struct Inner {
     /// Filtered searches that HNSW would have served, searched exactly because few
     /// memories passed (diagnostics).
     filtered_exact: AtomicU64,
+    /// Users whose HNSW walk without the iterative scan came back short: their searches
+    /// scan iteratively from the start (see `search::transaction::Walk`).
+    short_walks: Mutex<HashSet<String>>,
+    /// Searches that walked the graph twice for that (diagnostics).
+    rewalks: AtomicU64,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -118,6 +125,8 @@ impl PostgresStore {
                 lexical_paths: PathCounters::default(),
                 parallel_searches: AtomicU64::new(0),
                 filtered_exact: AtomicU64::new(0),
+                short_walks: Mutex::new(HashSet::new()),
+                rewalks: AtomicU64::new(0),
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -340,8 +349,10 @@ impl PostgresStore {
         }
     }
 
+    /// Remembers `user`'s live count as a search saw it: it chooses exact or HNSW in
+    /// `auto` mode, and whether an HNSW walk may skip the iterative scan (`walks_plain`).
     fn remember_live_count(&self, user: &str, live: u64) {
-        if self.inner.config.dense_mode != DenseMode::Auto {
+        if self.inner.config.dense_mode == DenseMode::Exact {
             return;
         }
         let mut counts = self
@@ -389,7 +400,41 @@ impl PostgresStore {
             user,
             unit,
             request,
+            plain_first: plan.is_hnsw()
+                && self.inner.config.plain_walk
+                && request.filter.is_empty()
+                && self.walks_plain(user, request),
         }
+    }
+
+    /// Whether an HNSW search of `user` may walk the graph without the iterative scan
+    /// first: when the user's live count, as last seen, reaches the candidates the walk
+    /// asks for (a smaller user's walk always comes back short), and no walk of theirs has
+    /// come back short on this handle. A filtered search always scans iteratively: the
+    /// filter drops candidates the walk cannot know of.
+    fn walks_plain(&self, user: &str, request: &SearchRequest) -> bool {
+        let wanted = search::dense_plan::hnsw_candidates(candidate_pool(request.top_k));
+        let live = self
+            .inner
+            .live_counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(user)
+            .copied();
+        let short = || {
+            self.inner
+                .short_walks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(user)
+        };
+        live.is_some_and(|n| n >= u64::try_from(wanted).unwrap_or(u64::MAX)) && !short()
+    }
+
+    /// How many of this handle's searches walked the HNSW graph twice: once without the
+    /// iterative scan, short, then with it.
+    pub(crate) fn rewalk_count(&self) -> u64 {
+        self.inner.rewalks.load(Ordering::Relaxed)
     }
 
     /// [`MemoryStore::search`]: the pushdown, its counters and the live count it saw.
@@ -420,6 +465,18 @@ impl PostgresStore {
         }
         if found.parallel {
             self.inner.parallel_searches.fetch_add(1, Ordering::Relaxed);
+        }
+        if found.rewalked {
+            self.inner.rewalks.fetch_add(1, Ordering::Relaxed);
+            let mut short = self
+                .inner
+                .short_walks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if short.len() >= MAX_CACHED_COUNTS {
+                short.clear();
+            }
+            short.insert(user.to_owned());
         }
         self.inner.lexical_paths.record(found.path, found.lookups);
         if let Some(n) = live {

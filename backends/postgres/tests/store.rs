@@ -15,7 +15,8 @@ use cortex_core::hybrid::MIN_POOL;
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory, SearchRequest, StoreError,
+    EmbeddingSignature, MemoryFilter, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
+    SearchRequest, StoreError,
 };
 use cortex_postgres::{
     DenseMode, HnswBuild, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups,
@@ -899,6 +900,129 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             .any(|l| l.contains("memories_embedding_hnsw_half")),
         "{plan:#?}"
     );
+}
+
+/// An unfiltered HNSW search walks the graph first without pgvector's iterative scan and
+/// keeps that walk when it returned every candidate asked for; a user whose memories are
+/// too few among the walk's nearest (here: sixty far from the query, among four hundred of
+/// another user's near it) gets a second walk with the iterative scan, and scans
+/// iteratively from then on. Whichever statement searches the dense side (the fused one on
+/// one connection, the dense one beside the BM25 side, the fused one without query terms),
+/// the results are those of a store that always scans iteratively. The planner is kept
+/// off sorting, so it takes the index even on this small table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hnsw_walks_without_the_iterative_scan_until_a_walk_comes_back_short() {
+    require_db!();
+    let schema = TestSchema::new("walk", true, DenseMode::Hnsw).await;
+    let separator = if schema.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{separator}options=-c%20enable_sort%3Doff", schema.url);
+    let connect = |pool_size, plain_walk| {
+        PostgresStore::connect(PostgresConfig {
+            url: url.clone(),
+            pool_size,
+            plain_walk,
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Hnsw)
+        })
+    };
+    let two = connect(2, true).await.unwrap();
+    let dim = 8;
+    let sig = EmbeddingSignature::new("m", dim);
+    let mut rng = Rng(11);
+    let mut near = |sign: f32| -> Vec<f32> {
+        (0..dim)
+            .map(|d| sign * f32::from(d == 0) + 0.3 * rng.float())
+            .collect()
+    };
+    for i in 0..400 {
+        let v = near(1.0);
+        two.add(&memory("big", &format!("note entry {i}")), &v, &sig)
+            .await
+            .unwrap();
+    }
+    for user in ["small", "other"] {
+        for i in 0..60 {
+            let v = near(-1.0);
+            two.add(&memory(user, &format!("note entry {i}")), &v, &sig)
+                .await
+                .unwrap();
+        }
+    }
+    let one = connect(1, true).await.unwrap();
+    let iterative = connect(1, false).await.unwrap();
+    let query = near(1.0);
+    let request = |text: &str, filter: MemoryFilter| SearchRequest {
+        query: text.into(),
+        terms: query_terms(text),
+        embedding: query.clone(),
+        top_k: 10,
+        filter,
+    };
+    // Two terms: side by side on `two`, one connection on `one`; no terms: one statement.
+    let terms = request("note entry", MemoryFilter::default());
+    let no_terms = request("", MemoryFilter::default());
+    assert_eq!(terms.terms.len(), 2);
+    assert!(no_terms.terms.is_empty());
+    let check = |user: &'static str, requests: Vec<SearchRequest>| {
+        let (one, two, iterative) = (&one, &two, &iterative);
+        async move {
+            for request in &requests {
+                let want = iterative.search(user, request).await.unwrap();
+                assert_eq!(want.len(), 10, "{user}: {want:#?}");
+                let a = two.search(user, request).await.unwrap();
+                let b = one.search(user, request).await.unwrap();
+                assert_eq!(a, want, "{user}, {:?}: side by side", request.query);
+                assert_eq!(b, want, "{user}, {:?}: one connection", request.query);
+            }
+        }
+    };
+    let rewalks = || {
+        [
+            two.diagnostics().hnsw_rewalks(),
+            one.diagnostics().hnsw_rewalks(),
+            iterative.diagnostics().hnsw_rewalks(),
+        ]
+    };
+    // The first searches scan iteratively: the users' live counts are not known yet.
+    for user in ["big", "small", "other"] {
+        check(user, vec![terms.clone()]).await;
+    }
+    assert_eq!(rewalks(), [0, 0, 0]);
+    check("big", vec![terms.clone(), no_terms.clone()]).await;
+    assert_eq!(rewalks(), [0, 0, 0], "big's walks came back short");
+    // small's walk with terms comes back short (on `two` the dense statement's, beside
+    // the BM25 side; on `one` the fused statement's), other's without terms.
+    check("small", vec![terms.clone()]).await;
+    assert_eq!(rewalks(), [1, 1, 0], "small's walk was not short");
+    check("other", vec![no_terms.clone()]).await;
+    assert_eq!(rewalks(), [2, 2, 0], "other's walk was not short");
+    // From then on they scan iteratively from the start; big still walks plainly.
+    for user in ["small", "other", "big"] {
+        check(user, vec![terms.clone(), no_terms.clone()]).await;
+    }
+    assert_eq!(rewalks(), [2, 2, 0]);
+    assert_eq!(two.diagnostics().parallel_searches(), 8);
+    assert_eq!(one.diagnostics().parallel_searches(), 0);
+    // A filtered search scans iteratively from the start (a threshold of 10 keeps it on
+    // the index: 60 memories pass).
+    let fresh = PostgresStore::connect(PostgresConfig {
+        hnsw_threshold: 10,
+        ..two.config().clone()
+    })
+    .await
+    .unwrap();
+    let notes = MemoryFilter {
+        kinds: vec![MemoryKind::Note],
+        ..MemoryFilter::default()
+    };
+    for _ in 0..2 {
+        let found = fresh
+            .search("small", &request("note entry", notes.clone()))
+            .await
+            .unwrap();
+        assert_eq!(found.len(), 10);
+    }
+    assert_eq!(fresh.diagnostics().filtered_exact_searches(), 0);
+    assert_eq!(fresh.diagnostics().hnsw_rewalks(), 0);
 }
 
 /// Every search's statement that searches the dense side (the fused one, or the dense one

@@ -130,6 +130,8 @@ pub(crate) enum Col {
     RLookedUp,
     Live,
     Dfs,
+    /// How many HNSW candidates the index scan returned (see `dense_side::Walked`).
+    Found,
 }
 
 /// The aliases (`FROM ... AS x`) under which a search statement reads its tables, CTEs

@@ -22,11 +22,12 @@ use super::dense_plan::{
 use super::sql_count;
 use crate::filter::and_filter;
 use crate::names::Names;
-use crate::sql::{Built, build};
+use crate::sql::{Built, build, get_named};
 use crate::tables::Memories;
 
 /// The dense side of one query alone, as one statement returning one row: the ranked
-/// memories as two arrays (see [`Ranked`]), for a search that runs it beside the BM25
+/// memories as two arrays (see [`Ranked`]) and, in HNSW mode, how many candidates the
+/// index scan returned (see [`Walked`]), for a search that runs it beside the BM25
 /// statement on a second connection. `unit_query` is the query embedding scaled to unit
 /// length by the core (`normalized`). Planned per search: its best plan depends on the
 /// user's size and on the query vector (see [`super::transaction`]).
@@ -50,14 +51,60 @@ pub(crate) fn dense(
             Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
             Col::Ranks,
         )
-        .from(dense.name())
-        .with_cte(ctes.finish());
+        .from(dense.ranks.name());
+    if let Some(found) = dense.found() {
+        select.expr_as(Expr::cust(found), Col::Found);
+    }
+    select.with_cte(ctes.finish());
     build(&select)
 }
 
 /// The [`dense`] statement's row.
-pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
-    Ranked::decode(row)
+pub(crate) fn decode_dense(row: &Row) -> Result<(Ranked, Walked), StoreError> {
+    Ok((Ranked::decode(row)?, Walked::of(row)?))
+}
+
+/// How many candidates an HNSW index scan returned, read from a row of a statement that
+/// searched the dense side (the [`dense`] statement's, or the fused statement's when it
+/// searches the dense side itself); `None` without the column (exact mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walked(Option<usize>);
+
+impl Walked {
+    pub(crate) fn of(row: &Row) -> Result<Self, StoreError> {
+        let has = row
+            .columns()
+            .iter()
+            .any(|c| c.name() == Col::Found.as_str());
+        match has {
+            true => {
+                let n = get_named::<i64>(row, Col::Found)?;
+                Ok(Self(Some(usize::try_from(n).unwrap_or(0))))
+            }
+            false => Ok(Self(None)),
+        }
+    }
+
+    /// Whether the scan returned fewer candidates than an HNSW search for `top_k` asks
+    /// for: without the iterative scan, it stopped after `ef_search` of every user's
+    /// memories before the LIMIT's worth of this user's passed.
+    pub(crate) fn short(self, top_k: usize) -> bool {
+        self.0
+            .is_some_and(|n| n < hnsw_candidates(candidate_pool(top_k)))
+    }
+}
+
+/// The dense side's CTEs: its ranks and, in HNSW mode, the index scan's candidates.
+pub(super) struct DenseCtes {
+    pub ranks: Cte,
+    candidates: Option<Cte>,
+}
+
+impl DenseCtes {
+    /// In HNSW mode, how many candidates the index scan returned, as a scalar subquery.
+    pub(super) fn found(&self) -> Option<String> {
+        self.candidates.map(|c| c.scalar("count(*)"))
+    }
 }
 
 /// The `dense` CTE (seq, rnk): the best `pool` dense candidates among the memories that
@@ -70,7 +117,7 @@ pub(super) fn dense_ranks(
     unit_query: &[f32],
     top_k: usize,
     filter: &MemoryFilter,
-) -> Cte {
+) -> DenseCtes {
     let pool = candidate_pool(top_k);
     let query = Vector::from(unit_query.to_vec());
     let live = Live {
@@ -79,7 +126,10 @@ pub(super) fn dense_ranks(
         filter,
     };
     match plan {
-        DensePlan::Exact => exact_dense(ctes, live, &query, pool),
+        DensePlan::Exact => DenseCtes {
+            ranks: exact_dense(ctes, live, &query, pool),
+            candidates: None,
+        },
         DensePlan::Hnsw { dimension } => hnsw_dense(ctes, live, &query, dimension, pool),
     }
 }
@@ -102,7 +152,7 @@ fn hnsw_dense(
     query: &Vector,
     dimension: usize,
     pool: usize,
-) -> Cte {
+) -> DenseCtes {
     // The shape the index serves: ORDER BY <indexed expression> <=> $q LIMIT n. The
     // distance kept is the full-precision one (the index is halfvec).
     let order = format!(
@@ -117,7 +167,7 @@ fn hnsw_dense(
             .limit(sql_count(hnsw_candidates(pool)))
             .to_owned(),
     );
-    ctes.add(
+    let ranks = ctes.add(
         CteName::Dense,
         Query::select()
             .column(Col::Seq)
@@ -136,7 +186,11 @@ fn hnsw_dense(
                 As::B,
             )
             .to_owned(),
-    )
+    );
+    DenseCtes {
+        ranks,
+        candidates: Some(candidates),
+    }
 }
 
 /// Exact dense ranks as the core computes them: every live memory's pgvector distance, the

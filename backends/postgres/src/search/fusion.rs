@@ -70,13 +70,18 @@ pub(crate) fn fused(
     lexical: &LexicalSide,
 ) -> Built {
     let mut ctes = Ctes::new();
-    let dense = match dense {
+    // Searched here in HNSW mode, every row also says how many candidates the index scan
+    // returned (see `dense_side::Walked`).
+    let (dense, found) = match dense {
         DenseSide::Inline {
             plan,
             unit_query,
             filter,
-        } => dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter),
-        DenseSide::Ranked(ranked) => ctes.add(CteName::Dense, unnested(ranked)),
+        } => {
+            let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter);
+            (dense.ranks, dense.found())
+        }
+        DenseSide::Ranked(ranked) => (ctes.add(CteName::Dense, unnested(ranked)), None),
     };
     // The BM25 side's ranks and shares.
     let weights = weights(&mut ctes, names, dense, unit_query, lexical.confidence());
@@ -119,7 +124,11 @@ pub(crate) fn fused(
                 [user],
             ),
             Col::Live,
-        )
+        );
+    if let Some(found) = found {
+        select.expr_as(Expr::cust(found), Col::Found);
+    }
+    select
         .from_as(top.name(), As::F)
         .join_as(
             JoinType::InnerJoin,

@@ -12,6 +12,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use super::dense_plan::{self, DensePlan};
+use super::dense_side::Walked;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::{
     DenseSide, LexicalSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical,
@@ -90,6 +91,8 @@ pub(crate) struct Search<'a> {
     /// The query embedding scaled to unit length by the core (`normalized`).
     pub unit: &'a [f32],
     pub request: &'a SearchRequest,
+    /// Walk the HNSW graph first without pgvector's iterative scan (see [`Walk`]).
+    pub plain_first: bool,
 }
 
 /// What a search found: the fused statement's rows (with `explain`, the plans) and how
@@ -101,6 +104,9 @@ pub(crate) struct Found {
     pub lookups: RarestFirstLookups,
     /// Whether the dense side ran on a second connection.
     pub parallel: bool,
+    /// Whether the HNSW graph was walked again with the iterative scan, the walk without
+    /// it having come back short (see [`Walk`]).
+    pub rewalked: bool,
 }
 
 /// The dense statement's settings: a custom plan always; in HNSW mode `ef_search` (and
@@ -117,12 +123,23 @@ pub(crate) struct Found {
 #[derive(Debug)]
 struct Settings {
     sql: &'static str,
+    /// The same without the iterative scan, for a first walk (see [`Walk`]).
+    plain: Option<&'static str>,
     /// `hnsw.ef_search`, in HNSW mode.
     ef: Option<String>,
 }
 
 impl Settings {
-    fn new(search: &Search<'_>) -> Self {
+    fn new(search: &Search<'_>, explain: bool) -> Self {
+        let plain = (search.plan.is_hnsw()
+            && search.store.iterative_scan
+            && search.plain_first
+            && !explain)
+            .then_some(
+                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                     set_config('hnsw.ef_search', $1, true), \
+                     set_config('hnsw.iterative_scan', 'off', true)",
+            );
         let sql = match (search.plan.is_hnsw(), search.store.iterative_scan) {
             (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
             (true, true) => {
@@ -143,7 +160,7 @@ impl Settings {
             }
             .to_string()
         });
-        Self { sql, ef }
+        Self { sql, plain, ef }
     }
 
     fn params(&self) -> Vec<Param<'_>> {
@@ -216,7 +233,7 @@ impl Search<'_> {
     /// connection's extra round trip and snapshot export, docs/BENCHMARKS.md) the fused
     /// statement searches the dense side itself, after the BM25 side.
     async fn execute(&self, explain: bool) -> Result<Found, StoreError> {
-        let settings = Settings::new(self);
+        let settings = Settings::new(self, explain);
         let client = self.store.pool.get().await?;
         let transaction = Transaction {
             client: &client,
@@ -228,12 +245,13 @@ impl Search<'_> {
         let Some(lexical) = self.lexical() else {
             // No query terms: no BM25 side, one statement.
             let fused = self.fused(self.inline(), &LexicalSide::default());
-            let rows = transaction.only_fused(&fused).await?;
+            let (rows, rewalked) = transaction.only_fused(&fused, self.request.top_k).await?;
             return Ok(Found {
                 rows,
                 path: LexicalPath::Once,
                 lookups: RarestFirstLookups::default(),
                 parallel: false,
+                rewalked,
             });
         };
         let config = self.store.config;
@@ -254,7 +272,9 @@ impl Search<'_> {
                     self.request.top_k,
                     &self.request.filter,
                 );
-                transaction.side_by_side(second, &lexical, &dense).await
+                transaction
+                    .side_by_side(second, &lexical, &dense, self.request.top_k)
+                    .await
             }
             None => transaction.lexical_only(&lexical).await,
         };
@@ -271,14 +291,18 @@ impl Search<'_> {
             Some(dense) => self.fused(DenseSide::Ranked(dense), &sides.lexical),
             None => self.fused(self.inline(), &sides.lexical),
         };
-        let found = transaction.fuse(&fused, sides.dense.is_none()).await?;
+        let parallel = sides.dense.is_some();
+        let (found, rewalked) = transaction
+            .fuse(&fused, !parallel, self.request.top_k)
+            .await?;
         let mut rows = sides.plans;
         rows.extend(found);
         Ok(Found {
             rows,
             path: sides.path,
             lookups: sides.lookups,
-            parallel: sides.dense.is_some(),
+            parallel,
+            rewalked: rewalked || sides.rewalked,
         })
     }
 }
@@ -291,6 +315,8 @@ struct Sides {
     lookups: RarestFirstLookups,
     /// The dense side, when it ran on a second connection.
     dense: Option<Ranked>,
+    /// Whether the dense side, on the second connection, was walked again (see [`Walk`]).
+    rewalked: bool,
     /// The BM25 statement's plan, with `explain`.
     plans: Vec<Row>,
 }
@@ -340,26 +366,33 @@ impl Transaction<'_> {
     }
 
     /// The whole search when there is no BM25 side: BEGIN, the settings, the fused
-    /// statement (searching the dense side) and COMMIT, in one round trip.
-    async fn only_fused(mut self, fused: &Built) -> Result<Vec<Row>, StoreError> {
+    /// statement (searching the dense side) and COMMIT, in one round trip; walking the
+    /// HNSW graph without the iterative scan first (see [`Walk`]), COMMIT follows the
+    /// walk. Returns the rows and whether the graph was walked twice.
+    async fn only_fused(
+        mut self,
+        fused: &Built,
+        top_k: usize,
+    ) -> Result<(Vec<Row>, bool), StoreError> {
         let client = self.client;
-        let settings = client
-            .prepare_cached(self.settings.sql)
-            .await
-            .map_err(pg_err)?;
+        let walk = Walk::prepare(client, self.settings).await?;
         let statement = self.prepare(fused).await?;
-        let settings_params = self.settings.params();
         let params = fused.1.as_params();
-        let (begin, set, found, commit) = futures_util::join!(
-            client.batch_execute("BEGIN"),
-            client.query(&settings, &settings_params),
-            client.query(&statement, &params),
-            client.batch_execute("COMMIT"),
-        );
+        let found = walk.run(&statement, &params, top_k);
+        let (begin, found, commit) = match walk.plain_first() {
+            false => futures_util::join!(
+                client.batch_execute("BEGIN"),
+                found,
+                client.batch_execute("COMMIT"),
+            ),
+            true => {
+                let (begin, found) = futures_util::join!(client.batch_execute("BEGIN"), found);
+                (begin, found, client.batch_execute("COMMIT").await)
+            }
+        };
         self.open = false;
         begin.map_err(pg_err)?;
-        set.map_err(pg_err)?;
-        let found = found.map_err(pg_err)?;
+        let found = found?;
         commit.map_err(pg_err)?;
         Ok(found)
     }
@@ -367,41 +400,51 @@ impl Transaction<'_> {
     /// The fused statement, then COMMIT. Reading two sides' ranks, the fused statement
     /// keeps the transaction's generic plan (one shape whatever the values; planning it
     /// per search cost 0.3 ms, ten times its generic planning); searching the dense side
-    /// (`dense_inline`), it needs the settings.
-    async fn fuse(mut self, fused: &Built, dense_inline: bool) -> Result<Vec<Row>, StoreError> {
+    /// (`dense_inline`), it needs the settings, and may walk the HNSW graph twice (see
+    /// [`Walk`]). Returns the rows and whether it did.
+    async fn fuse(
+        mut self,
+        fused: &Built,
+        dense_inline: bool,
+        top_k: usize,
+    ) -> Result<(Vec<Row>, bool), StoreError> {
         let client = self.client;
         let prepared = async {
-            let settings = client.prepare_cached(self.settings.sql).await?;
-            let statement = client
-                .prepare_cached(&match self.explain {
-                    true => format!("EXPLAIN (ANALYZE, BUFFERS) {}", fused.0),
-                    false => fused.0.clone(),
-                })
-                .await?;
-            Ok::<_, tokio_postgres::Error>((settings, statement))
+            let walk = match dense_inline {
+                true => Some(Walk::prepare(client, self.settings).await?),
+                false => None,
+            };
+            let statement = self.prepare(fused).await?;
+            Ok::<_, StoreError>((walk, statement))
         };
-        let (settings, statement) = match prepared.await {
+        let (walk, statement) = match prepared.await {
             Ok(prepared) => prepared,
             Err(e) => {
                 self.rollback().await;
-                return Err(pg_err(e));
+                return Err(e);
             }
         };
-        let settings_params = self.settings.params();
         let params = fused.1.as_params();
-        let (set, found, commit) = futures_util::join!(
-            async {
-                match dense_inline {
-                    true => client.query(&settings, &settings_params).await,
-                    false => Ok(Vec::new()),
-                }
-            },
-            client.query(&statement, &params),
-            client.batch_execute("COMMIT"),
-        );
+        let found = async {
+            match &walk {
+                Some(walk) => walk.run(&statement, &params, top_k).await,
+                None => Ok((
+                    client.query(&statement, &params).await.map_err(pg_err)?,
+                    false,
+                )),
+            }
+        };
+        // Sent behind the fused statement in the same round trip, unless the walk may
+        // have to run again first.
+        let (found, commit) = match walk.as_ref().is_some_and(Walk::plain_first) {
+            false => futures_util::join!(found, client.batch_execute("COMMIT")),
+            true => {
+                let found = found.await;
+                (found, client.batch_execute("COMMIT").await)
+            }
+        };
         self.open = false;
-        set.map_err(pg_err)?;
-        let found = found.map_err(pg_err)?;
+        let found = found?;
         commit.map_err(pg_err)?;
         Ok(found)
     }
@@ -437,6 +480,7 @@ impl Transaction<'_> {
             path,
             lookups,
             dense: None,
+            rewalked: false,
             plans,
         })
     }
@@ -449,6 +493,7 @@ impl Transaction<'_> {
         second: &Object,
         lexical: &Built,
         dense: &Built,
+        top_k: usize,
     ) -> Result<Sides, StoreError> {
         let client = self.client;
         let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
@@ -459,10 +504,7 @@ impl Transaction<'_> {
         let on_second = OnSecond {
             client: second,
             statement: second.prepare_cached(&dense.0).await.map_err(pg_err)?,
-            settings: second
-                .prepare_cached(self.settings.sql)
-                .await
-                .map_err(pg_err)?,
+            walk: Walk::prepare(second, self.settings).await?,
         };
         let lexical_params = lexical.1.as_params();
         // The BM25 statement goes out right behind the export; the dense side waits only
@@ -475,7 +517,7 @@ impl Transaction<'_> {
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
             let snapshot: String = get(&row, "pg_export_snapshot")?;
-            Ok(on_second.dense(&snapshot, dense, self.settings).await)
+            Ok(on_second.dense(&snapshot, dense, top_k).await)
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
@@ -485,11 +527,13 @@ impl Transaction<'_> {
         begin.map_err(pg_err)?;
         let dense_ranked = dense_ranked?;
         let (ranked, path, lookups) = decode_lexical(&lexical_found.map_err(pg_err)?)?;
+        let (dense_ranked, rewalked) = dense_ranked?;
         Ok(Sides {
             lexical: ranked,
             path,
             lookups,
-            dense: Some(dense_ranked?),
+            dense: Some(dense_ranked),
+            rewalked,
             plans: Vec::new(),
         })
     }
@@ -500,39 +544,130 @@ impl Transaction<'_> {
 struct OnSecond<'a> {
     client: &'a Object,
     statement: Statement,
-    settings: Statement,
+    walk: Walk<'a>,
 }
 
 impl OnSecond<'_> {
     /// The `dense` statement in the exported `snapshot`, in a transaction that ends in
-    /// the same round trip: COMMIT of a failed one rolls it back, so the connection goes
-    /// back to the pool clean either way.
+    /// the same round trip (after the walk, when it may run twice: see [`Walk`]): COMMIT
+    /// of a failed one rolls it back, so the connection goes back to the pool clean
+    /// either way. Returns the ranks and whether the graph was walked twice.
     async fn dense(
         &self,
         snapshot: &str,
         dense: &Built,
-        settings: &Settings,
-    ) -> Result<Ranked, StoreError> {
+        top_k: usize,
+    ) -> Result<(Ranked, bool), StoreError> {
         // A snapshot's name is hex digits and dashes; it is written into the command (SET
         // TRANSACTION SNAPSHOT takes no parameter).
         if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
         }
         let second = self.client;
-        let settings_params = settings.params();
         let params = dense.1.as_params();
         let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
-        let (begin, set, found, commit) = futures_util::join!(
-            second.batch_execute(&begin),
-            second.query(&self.settings, &settings_params),
-            second.query_one(&self.statement, &params),
-            second.batch_execute("COMMIT"),
-        );
+        let found = self.walk.run(&self.statement, &params, top_k);
+        let (begin, found, commit) = match self.walk.plain_first() {
+            false => futures_util::join!(
+                second.batch_execute(&begin),
+                found,
+                second.batch_execute("COMMIT"),
+            ),
+            true => {
+                let (begin, found) = futures_util::join!(second.batch_execute(&begin), found);
+                (begin, found, second.batch_execute("COMMIT").await)
+            }
+        };
         begin.map_err(pg_err)?;
-        set.map_err(pg_err)?;
-        let found = found.map_err(pg_err)?;
+        let (rows, rewalked) = found?;
         commit.map_err(pg_err)?;
-        decode_dense(&found)
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
+        let (ranked, _) = decode_dense(row)?;
+        Ok((ranked, rewalked))
+    }
+}
+
+/// How a statement that searches the dense side (the fused one, or the dense one on a
+/// second connection) runs inside its transaction: after its settings, in the same round
+/// trip; in HNSW mode for a user whose walks may skip it (`Search::plain_first`), first
+/// without pgvector's iterative scan.
+///
+/// With the iterative scan on, pgvector 0.8 keeps every node a walk passes over
+/// (allocated, in a heap) in case the scan must go on past `ef_search`; without it, a
+/// walk at a million memories cost about a fifth less (docs/BENCHMARKS.md). When that walk
+/// returns every candidate the statement asks for (`LIMIT`), its rows are the iterative
+/// scan's: the iterative scan's first batch is the same walk, in the same order, and the
+/// LIMIT ends the scan within it. When it comes back short (the user's memories are too
+/// few among the walk's `ef_search` nearest of every user's), the statement runs again
+/// with the iterative scan, in the same transaction and snapshot.
+struct Walk<'a> {
+    client: &'a Object,
+    settings: &'a Settings,
+    with_scan: Statement,
+    plain: Option<Statement>,
+}
+
+impl<'a> Walk<'a> {
+    async fn prepare(client: &'a Object, settings: &'a Settings) -> Result<Self, StoreError> {
+        let with_scan = client.prepare_cached(settings.sql).await.map_err(pg_err)?;
+        let plain = match settings.plain {
+            Some(sql) => Some(client.prepare_cached(sql).await.map_err(pg_err)?),
+            None => None,
+        };
+        Ok(Self {
+            client,
+            settings,
+            with_scan,
+            plain,
+        })
+    }
+
+    /// Whether the statement may run twice, so nothing may be sent behind it before it
+    /// returns.
+    fn plain_first(&self) -> bool {
+        self.plain.is_some()
+    }
+
+    /// The settings and `statement`, sent together; again with the iterative scan when
+    /// the first walk came back short. Returns the rows and whether it ran twice.
+    async fn run(
+        &self,
+        statement: &Statement,
+        params: &[Param<'_>],
+        top_k: usize,
+    ) -> Result<(Vec<Row>, bool), StoreError> {
+        if let Some(plain) = &self.plain {
+            let rows = self.once(plain, statement, params).await?;
+            let short = match rows.first() {
+                Some(row) => Walked::of(row)?.short(top_k),
+                // Not a row: neither side found anything, which a walk that came back
+                // full cannot leave.
+                None => true,
+            };
+            if !short {
+                return Ok((rows, false));
+            }
+            return Ok((self.once(&self.with_scan, statement, params).await?, true));
+        }
+        Ok((self.once(&self.with_scan, statement, params).await?, false))
+    }
+
+    /// `set`, then `statement`, sent together.
+    async fn once(
+        &self,
+        set: &Statement,
+        statement: &Statement,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, StoreError> {
+        let settings_params = self.settings.params();
+        let (set, found) = futures_util::join!(
+            self.client.query(set, &settings_params),
+            self.client.query(statement, params),
+        );
+        set.map_err(pg_err)?;
+        found.map_err(pg_err)
     }
 }
 
