@@ -46,7 +46,7 @@ impl Diagnostics<'_> {
 
     /// How many of this handle's HNSW searches walked the graph twice: an unfiltered
     /// search of a user whose live count reaches the candidates it asks for walks it
-    /// first without pgvector's iterative scan (a fifth cheaper at a million memories,
+    /// first without pgvector's iterative scan (5-7% off the median at a million memories,
     /// [`PostgresConfig::plain_walk`](crate::PostgresConfig::plain_walk)); when that walk
     /// returns fewer candidates than asked (the user's memories are too few among the
     /// nearest `ef_search` of every user's), it runs again with the scan, and that user's

@@ -596,7 +596,8 @@ impl OnSecond<'_> {
 ///
 /// With the iterative scan on, pgvector 0.8 keeps every node a walk passes over
 /// (allocated, in a heap) in case the scan must go on past `ef_search`; without it, a
-/// walk at a million memories cost about a fifth less (docs/BENCHMARKS.md). When that walk
+/// search of a million memories took 5-7% less at the median, the dense side alone
+/// 5% (docs/BENCHMARKS.md). When that walk
 /// returns every candidate the statement asks for (`LIMIT`), its rows are the iterative
 /// scan's: the iterative scan's first batch is the same walk, in the same order, and the
 /// LIMIT ends the scan within it. When it comes back short (the user's memories are too
