@@ -36,6 +36,7 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_PRUNE_BUDGET",
     "CORTEX_PG_LOOKUP_COST",
     "CORTEX_PG_PARALLEL_SEARCH",
+    "CORTEX_PG_PLAIN_WALK",
     "CORTEX_PG_STATEMENT_TIMEOUT_SECS",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",

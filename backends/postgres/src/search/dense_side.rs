@@ -59,9 +59,9 @@ pub(crate) fn dense(
     build(&select)
 }
 
-/// The [`dense`] statement's row.
-pub(crate) fn decode_dense(row: &Row) -> Result<(Ranked, Walked), StoreError> {
-    Ok((Ranked::decode(row)?, Walked::of(row)?))
+/// The [`dense`] statement's ranks (its `found`, in HNSW mode, is read by [`Walked::of`]).
+pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
+    Ranked::decode(row)
 }
 
 /// How many candidates an HNSW index scan returned, read from a row of a statement that

@@ -584,8 +584,7 @@ impl OnSecond<'_> {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
-        let (ranked, _) = decode_dense(row)?;
-        Ok((ranked, rewalked))
+        Ok((decode_dense(row)?, rewalked))
     }
 }
 
