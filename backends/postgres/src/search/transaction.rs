@@ -378,23 +378,11 @@ impl Transaction<'_> {
         let walk = Walk::prepare(client, self.settings).await?;
         let statement = self.prepare(fused).await?;
         let params = fused.1.as_params();
-        let found = walk.run(&statement, &params, top_k);
-        let (begin, found, commit) = match walk.plain_first() {
-            false => futures_util::join!(
-                client.batch_execute("BEGIN"),
-                found,
-                client.batch_execute("COMMIT"),
-            ),
-            true => {
-                let (begin, found) = futures_util::join!(client.batch_execute("BEGIN"), found);
-                (begin, found, client.batch_execute("COMMIT").await)
-            }
-        };
+        let found = walk
+            .committed(Some("BEGIN"), &statement, &params, top_k)
+            .await;
         self.open = false;
-        begin.map_err(pg_err)?;
-        let found = found?;
-        commit.map_err(pg_err)?;
-        Ok(found)
+        found
     }
 
     /// The fused statement, then COMMIT. Reading two sides' ranks, the fused statement
@@ -425,28 +413,20 @@ impl Transaction<'_> {
             }
         };
         let params = fused.1.as_params();
-        let found = async {
-            match &walk {
-                Some(walk) => walk.run(&statement, &params, top_k).await,
-                None => Ok((
-                    client.query(&statement, &params).await.map_err(pg_err)?,
-                    false,
-                )),
-            }
-        };
-        // Sent behind the fused statement in the same round trip, unless the walk may
-        // have to run again first.
-        let (found, commit) = match walk.as_ref().is_some_and(Walk::plain_first) {
-            false => futures_util::join!(found, client.batch_execute("COMMIT")),
-            true => {
-                let found = found.await;
-                (found, client.batch_execute("COMMIT").await)
+        let found = match &walk {
+            Some(walk) => walk.committed(None, &statement, &params, top_k).await,
+            None => {
+                let (found, commit) = futures_util::join!(
+                    client.query(&statement, &params),
+                    client.batch_execute("COMMIT"),
+                );
+                let found = found.map_err(pg_err)?;
+                commit.map_err(pg_err)?;
+                Ok((found, false))
             }
         };
         self.open = false;
-        let found = found?;
-        commit.map_err(pg_err)?;
-        Ok(found)
+        found
     }
 
     /// Opens the read-only snapshot and runs the BM25 side there (with `explain`, also
@@ -502,7 +482,6 @@ impl Transaction<'_> {
             .await
             .map_err(pg_err)?;
         let on_second = OnSecond {
-            client: second,
             statement: second.prepare_cached(&dense.0).await.map_err(pg_err)?,
             walk: Walk::prepare(second, self.settings).await?,
         };
@@ -542,7 +521,6 @@ impl Transaction<'_> {
 /// The dense side's connection, when it runs beside the BM25 side, with its statements
 /// prepared.
 struct OnSecond<'a> {
-    client: &'a Object,
     statement: Statement,
     walk: Walk<'a>,
 }
@@ -563,24 +541,12 @@ impl OnSecond<'_> {
         if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
             return Err(StoreError::Corrupt(format!("snapshot name {snapshot:?}")));
         }
-        let second = self.client;
         let params = dense.1.as_params();
         let begin = format!("{READ_SNAPSHOT}; SET TRANSACTION SNAPSHOT '{snapshot}'");
-        let found = self.walk.run(&self.statement, &params, top_k);
-        let (begin, found, commit) = match self.walk.plain_first() {
-            false => futures_util::join!(
-                second.batch_execute(&begin),
-                found,
-                second.batch_execute("COMMIT"),
-            ),
-            true => {
-                let (begin, found) = futures_util::join!(second.batch_execute(&begin), found);
-                (begin, found, second.batch_execute("COMMIT").await)
-            }
-        };
-        begin.map_err(pg_err)?;
-        let (rows, rewalked) = found?;
-        commit.map_err(pg_err)?;
+        let (rows, rewalked) = self
+            .walk
+            .committed(Some(&begin), &self.statement, &params, top_k)
+            .await?;
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
@@ -624,10 +590,36 @@ impl<'a> Walk<'a> {
         })
     }
 
-    /// Whether the statement may run twice, so nothing may be sent behind it before it
-    /// returns.
-    fn plain_first(&self) -> bool {
-        self.plain.is_some()
+    /// `begin` (when given), the settings, `statement` and COMMIT, in one round trip; when
+    /// the statement may run twice, COMMIT goes out after it returns. COMMIT of a failed
+    /// transaction rolls it back, so the connection is clean either way; the first error
+    /// is the one reported. Returns the rows and whether the statement ran twice.
+    async fn committed(
+        &self,
+        begin: Option<&str>,
+        statement: &Statement,
+        params: &[Param<'_>],
+        top_k: usize,
+    ) -> Result<(Vec<Row>, bool), StoreError> {
+        let client = self.client;
+        let begin = async {
+            match begin {
+                Some(sql) => client.batch_execute(sql).await,
+                None => Ok(()),
+            }
+        };
+        let found = self.run(statement, params, top_k);
+        let (begin, found, commit) = match self.plain.is_some() {
+            false => futures_util::join!(begin, found, client.batch_execute("COMMIT")),
+            true => {
+                let (begin, found) = futures_util::join!(begin, found);
+                (begin, found, client.batch_execute("COMMIT").await)
+            }
+        };
+        begin.map_err(pg_err)?;
+        let found = found?;
+        commit.map_err(pg_err)?;
+        Ok(found)
     }
 
     /// The settings and `statement`, sent together; again with the iterative scan when
