@@ -64,12 +64,12 @@ impl Diagnostics<'_> {
     }
 
     /// The plans of the search statements for `request` (EXPLAIN ANALYZE of the BM25
-    /// statement with its generic plan (a filtered one's for its values), then of the
-    /// fused one, run with the same settings as the search; a filtered search in HNSW mode
-    /// counts its passing memories first, and a recall's expiry condition is left out when
-    /// nothing has expired, as the search does), for diagnosing a slow
-    /// recall. Always on one connection: the dense
-    /// side is the fused statement's, as when no second connection is free.
+    /// statement with its generic plan (a filtered one's for its values), of the dense
+    /// one for its values, then of the fused one, run with the same settings as the
+    /// search; a filtered search in HNSW mode counts its passing memories first, and a
+    /// recall's expiry condition is left out when nothing has expired, as the search
+    /// does), for diagnosing a slow recall. Always on one connection, as when no second
+    /// connection is free.
     pub async fn explain_search(
         &self,
         user: &str,

@@ -1,7 +1,7 @@
 //! Filters on the Postgres store: the search pushdown with a filter returns exactly what
 //! `hybrid_retrieve_filtered` returns over `build_index` (the same ids in the same order,
 //! the same ranks and bit-equal scores) for filters of every kind, on the dense side run
-//! by the fused statement (one connection) and beside the BM25 side (two), and in HNSW
+//! behind the BM25 side (one connection) and beside it (two), and in HNSW
 //! mode when the filter sends the search to the exact plan; HNSW mode with a selective
 //! filter still fills its results; and `list` with filters and a cursor pages as the
 //! in-memory store does.
@@ -230,8 +230,8 @@ fn queries() -> Vec<String> {
 const TOP_KS: [usize; 5] = [1, 3, 10, 40, 100];
 
 /// Every filter, query and `top_k` on the pushdown against `hybrid_retrieve_filtered` over
-/// `build_index`: on two connections (the dense side beside the BM25 side), on one (the
-/// fused statement searches it), and in HNSW mode sent to the exact plan by the filter.
+/// `build_index`: on two connections (the dense side beside the BM25 side), on one (behind
+/// it), and in HNSW mode sent to the exact plan by the filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filtered_search_matches_the_core() {
     if !support::require_database().await {

@@ -906,9 +906,9 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
 /// keeps that walk when it returned every candidate asked for; a user whose memories are
 /// too few among the walk's nearest (here: sixty far from the query, among four hundred of
 /// another user's near it) gets a second walk with the iterative scan, and scans
-/// iteratively from then on. Whichever statement searches the dense side (the fused one on
-/// one connection, the dense one beside the BM25 side, the fused one without query terms),
-/// the results are those of a store that always scans iteratively. The planner is kept
+/// iteratively from then on. Wherever the dense statement runs (behind the BM25 side on one
+/// connection, beside it on a second, alone without query terms), the results are those
+/// of a store that always scans iteratively. The planner is kept
 /// off sorting, so it takes the index even on this small table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hnsw_walks_without_the_iterative_scan_until_a_walk_comes_back_short() {
@@ -989,8 +989,8 @@ async fn hnsw_walks_without_the_iterative_scan_until_a_walk_comes_back_short() {
     assert_eq!(rewalks(), [0, 0, 0]);
     check("big", vec![terms.clone(), no_terms.clone()]).await;
     assert_eq!(rewalks(), [0, 0, 0], "big's walks came back short");
-    // small's walk with terms comes back short (on `two` the dense statement's, beside
-    // the BM25 side; on `one` the fused statement's), other's without terms.
+    // small's walk with terms comes back short (on `two` beside the BM25 side, on `one`
+    // behind it), other's without terms.
     check("small", vec![terms.clone()]).await;
     assert_eq!(rewalks(), [1, 1, 0], "small's walk was not short");
     check("other", vec![no_terms.clone()]).await;
@@ -1025,11 +1025,9 @@ async fn hnsw_walks_without_the_iterative_scan_until_a_walk_comes_back_short() {
     assert_eq!(fresh.diagnostics().hnsw_rewalks(), 0);
 }
 
-/// Every search's statement that searches the dense side (the fused one, or the dense one
-/// when the dense side runs on a second connection) is planned for its own values, and its
-/// BM25 statement (and a fused one reading both sides' ranks) generic, planned once,
-/// whatever plans the server (here a session) asks for; the settings stay local to the
-/// search on every connection.
+/// Every search's dense statement (on either connection) is planned for its own values,
+/// and its BM25 and fused statements generic, planned once, whatever plans the server
+/// (here a session) asks for; the settings stay local to the search on every connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn searches_plan_each_statement_as_designed() {
     require_db!();
@@ -1098,16 +1096,16 @@ async fn searches_plan_each_statement_as_designed() {
                         sum
                     }
                 };
-                // Generic when it reads both sides' ranks (see `search::transaction`).
+                // Generic: it reads both sides' ranks (see `search::transaction`).
                 assert_eq!(
                     plans("WITH %\"fused\"%", "").await,
-                    if pool_size == 1 { (0, 7) } else { (7, 0) },
+                    (7, 0),
                     "{case}: the fused statement's (generic, custom) plans"
                 );
-                // Its own statement only when it ran on the second connection.
+                // Its own statement on either connection, planned for its values.
                 assert_eq!(
                     plans("WITH %\"dense\"%", "%\"fused\"%").await,
-                    (0, if pool_size == 1 { 0 } else { 7 }),
+                    (0, 7),
                     "{case}: the dense statement's (generic, custom) plans"
                 );
                 assert_eq!(

@@ -191,6 +191,23 @@ pub(crate) fn widened(query: &[f32]) -> Vec<f64> {
     query.iter().map(|x| f64::from(*x)).collect()
 }
 
+/// A stored embedding's exact dense score against a unit query (the query scaled by
+/// `normalized`), as the index scores it: the embedding normalised as it was when
+/// inserted, then [`dot`]. A backend that ranks by its own distance computes the scores
+/// the fusion reads with this, so they are bit-equal to the index's.
+pub fn unit_score(embedding: &[f32], unit_query: &[f32]) -> f32 {
+    let mut row = Vec::with_capacity(embedding.len());
+    unit_score_with(embedding, &widened(unit_query), &mut row)
+}
+
+/// [`unit_score`] with the query already [`widened`], normalising into `row` (a buffer
+/// reused across calls).
+pub(crate) fn unit_score_with(embedding: &[f32], query: &[f64], row: &mut Vec<f32>) -> f32 {
+    row.clear();
+    row.extend(crate::embedding::normalized_iter(embedding));
+    dot(row, query)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+pub use dense::unit_score;
 pub use lexical::{BM25_B, BM25_K1, bm25_idf, bm25_term_score};
 pub use parallel::PARALLEL_LISTS_FROM;
 pub use snapshot::{Snapshot, SnapshotError};
 pub use vectors::VectorSource;
 
-use crate::embedding::{normalized, normalized_iter, validate_embedding};
+use crate::embedding::{normalized, validate_embedding};
 use crate::error::{EmbeddingProblem, StoreError};
 use crate::filter::MemoryFilter;
 use crate::memory::{Memory, MemoryId};
@@ -274,9 +275,7 @@ impl MemoryIndex {
             let Some(vector) = vector else { continue };
             validate_embedding(&vector, self.dimension())
                 .map_err(|e| StoreError::Corrupt(format!("embedding of {}: {e}", memory.id)))?;
-            row_unit.clear();
-            row_unit.extend(normalized_iter(&vector));
-            scored.push((row, dense::dot(&row_unit, &query)));
+            scored.push((row, dense::unit_score_with(&vector, &query, &mut row_unit)));
         }
         Ok(scored.into_iter())
     }
@@ -484,6 +483,29 @@ mod tests {
                     });
                     let got = index.dense_search_filtered(query, pool, &facts).unwrap();
                     assert_eq!(got, want, "filtered: d {d}, query {q}, pool {pool}");
+                }
+            }
+        }
+    }
+
+    /// What a backend ranking by its own distance computes for the fusion's weights: each
+    /// hit's score again from its stored embedding, bit for bit.
+    #[test]
+    fn unit_score_is_the_score_the_index_gives() {
+        for d in [3, 16, 67] {
+            let (rows, queries) = adversarial(d);
+            let mut index = MemoryIndex::new(d);
+            for (seq, row) in rows.iter().enumerate() {
+                index
+                    .insert(memory(seq as i64, MemoryKind::Note), row)
+                    .unwrap();
+            }
+            for query in &queries {
+                let unit = normalized(query);
+                for hit in index.dense_search(query, 40).unwrap() {
+                    let seq = usize::try_from(index.memories[hit.row].seq).unwrap();
+                    let score = unit_score(&rows[seq], &unit);
+                    assert_eq!(f64::from(score).to_bits(), hit.score.to_bits(), "d {d}");
                 }
             }
         }

@@ -55,9 +55,6 @@ pub(crate) enum CteName {
     DScored,
     Dense,
     // Fusion.
-    DGap,
-    WLex,
-    Weights,
     Fused,
     Around,
     Smoothed,
@@ -86,11 +83,9 @@ pub(crate) enum Col {
     Zero,
     Nth,
     RunSize,
-    // The weights.
-    Gap,
-    Cos,
-    Wl,
-    Wd,
+    // The dense side's first two embeddings, for the weights.
+    First,
+    Second,
     // The query terms and their statistics.
     Term,
     Ord,
@@ -154,7 +149,6 @@ pub(crate) enum As {
     R,
     S,
     T,
-    W,
     X,
     Z,
 }

@@ -8,6 +8,7 @@
 //! graph for (see `super::dense_plan` for when a filtered search is exact instead).
 
 use cortex_core::hybrid::candidate_pool;
+use cortex_core::index::unit_score;
 use cortex_core::{MemoryFilter, StoreError};
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, IdenStatic, Order, Query, SelectStatement};
@@ -25,12 +26,12 @@ use crate::names::Names;
 use crate::sql::{Built, build, get_named};
 use crate::tables::Memories;
 
-/// The dense side of one query alone, as one statement returning one row: the ranked
-/// memories as two arrays (see [`Ranked`]) and, in HNSW mode, how many candidates the
-/// index scan returned (see [`Walked`]), for a search that runs it beside the BM25
-/// statement on a second connection. `unit_query` is the query embedding scaled to unit
-/// length by the core (`normalized`). Planned per search: its best plan depends on the
-/// user's size and on the query vector (see [`super::transaction`]).
+/// The dense side of one query, as one statement returning one row: the ranked memories
+/// as two arrays (see [`Ranked`]), the embeddings of the first two (for the fusion's
+/// weights, see [`DenseRanks`]) and, in HNSW mode, how many candidates the index scan
+/// returned (see [`Walked`]). `unit_query` is the query embedding scaled to unit length by
+/// the core (`normalized`). Planned per search: its best plan depends on the user's size
+/// and on the query vector (see [`super::transaction`]).
 pub(crate) fn dense(
     names: &Names,
     plan: DensePlan,
@@ -51,6 +52,14 @@ pub(crate) fn dense(
             Expr::cust("COALESCE(array_agg(rnk ORDER BY rnk), '{}'::int8[])"),
             Col::Ranks,
         )
+        .expr_as(
+            Expr::cust(ranked_embedding(names, dense.ranks, 1)),
+            Col::First,
+        )
+        .expr_as(
+            Expr::cust(ranked_embedding(names, dense.ranks, 2)),
+            Col::Second,
+        )
         .from(dense.ranks.name());
     if let Some(found) = dense.found() {
         select.expr_as(Expr::cust(found), Col::Found);
@@ -59,14 +68,43 @@ pub(crate) fn dense(
     build(&select)
 }
 
-/// The [`dense`] statement's ranks (its `found`, in HNSW mode, is read by [`Walked::of`]).
-pub(crate) fn decode_dense(row: &Row) -> Result<Ranked, StoreError> {
-    Ranked::decode(row)
+/// The embedding of the memory the `ranks` CTE ranks `rank`-th, as a scalar subquery
+/// (NULL past its last).
+fn ranked_embedding(names: &Names, ranks: Cte, rank: u8) -> String {
+    format!(
+        "(SELECT m.embedding FROM {ranks} d JOIN {} m ON m.seq = d.seq WHERE d.rnk = {rank})",
+        names.q(Memories::Table)
+    )
 }
 
-/// How many candidates an HNSW index scan returned, read from a row of a statement that
-/// searched the dense side (the [`dense`] statement's, or the fused statement's when it
-/// searches the dense side itself); `None` without the column (exact mode).
+/// The dense side's result, which the fused statement reads: its ranks, and its
+/// confidence for the fusion's weights (`ListWeights::new`): the first memory's score
+/// minus the second's (0 with fewer than two), each computed by the core from the stored
+/// embedding (`unit_score`), so the weights are bit-equal to the in-memory path's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct DenseRanks {
+    pub ranked: Ranked,
+    pub confidence: f64,
+}
+
+/// The [`dense`] statement's ranks and confidence against `unit_query` (its `found`, in
+/// HNSW mode, is read by [`Walked::of`]).
+pub(crate) fn decode_dense(row: &Row, unit_query: &[f32]) -> Result<DenseRanks, StoreError> {
+    let first = get_named::<Option<Vector>>(row, Col::First)?;
+    let second = get_named::<Option<Vector>>(row, Col::Second)?;
+    let score = |v: &Vector| f64::from(unit_score(v.as_slice(), unit_query));
+    let confidence = match (first, second) {
+        (Some(first), Some(second)) => score(&first) - score(&second),
+        _ => 0.0,
+    };
+    Ok(DenseRanks {
+        ranked: Ranked::decode(row)?,
+        confidence,
+    })
+}
+
+/// How many candidates an HNSW index scan returned, read from the [`dense`] statement's
+/// row; `None` without the column (exact mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Walked(Option<usize>);
 

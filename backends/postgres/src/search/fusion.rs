@@ -3,43 +3,26 @@
 //! and the best `top_k` memories read.
 //!
 //! A filter reaches the fusion only through the two sides: their ranks (and so the
-//! weights: dense's first two cosines, BM25's first share) are among the memories that
+//! weights: dense's first two scores, BM25's first share) are among the memories that
 //! pass. The neighbours are still the user's live memories just before and after by
 //! sequence, whether or not they pass; one that fails the filter is no fused row and
 //! counts zero, as in `hybrid_retrieve_filtered`.
 
-use cortex_core::fusion::{EPSILON, LEXICAL_CONFIDENCE, MIN_WEIGHT};
+use cortex_core::fusion::ListWeights;
 use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory};
-use cortex_core::{Memory, MemoryFilter, StoreError};
-use pgvector::Vector;
+use cortex_core::{Memory, StoreError};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 
 use super::aliases::{As, Col, CteName};
 use super::cte::{Cte, Ctes};
-use super::dense_plan::{DensePlan, UNIT_DOT};
-use super::dense_side::dense_ranks;
+use super::dense_side::DenseRanks;
 use super::sql_count;
 use super::{LexicalSide, Ranked};
 use crate::codec::{memory_columns, memory_of};
 use crate::names::Names;
 use crate::sql::{Built, build, get_named};
 use crate::tables::{Memories, Users};
-
-/// Where the fused statement's dense ranks come from.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum DenseSide<'a> {
-    /// Searched by the fused statement itself, among the memories that pass `filter`.
-    /// `unit_query` is the query embedding scaled to unit length by the core
-    /// (`normalized`).
-    Inline {
-        plan: DensePlan,
-        unit_query: &'a [f32],
-        filter: &'a MemoryFilter,
-    },
-    /// Already ranked by the [`dense`](super::dense) statement in the same snapshot.
-    Ranked(&'a Ranked),
-}
 
 /// The `seq, rnk` rows of a side already ranked (see [`Ranked`]).
 fn unnested(ranked: &Ranked) -> SelectStatement {
@@ -55,36 +38,23 @@ fn unnested(ranked: &Ranked) -> SelectStatement {
         .to_owned()
 }
 
-/// The fused statement for one query: the dense side's ranks (`dense`: searched here, or
-/// from the [`dense`](super::dense) statement), fused with the BM25 side's (`lexical`,
-/// from the [`lexical`](super::lexical) statement; both in the same snapshot), and the
-/// best `top_k` memories read. `unit_query` is the query embedding scaled to unit length
-/// by the core. Planned per search when it searches the dense side (see
-/// [`super::transaction`]).
+/// The fused statement for one query: the dense side's ranks (from the
+/// [`dense`](super::dense) statement) fused with the BM25 side's (from the
+/// [`lexical`](super::lexical) statement; both in the same snapshot), and the best `top_k`
+/// memories read. The lists' weights are `ListWeights::new` of the two sides'
+/// confidences, computed by the core and bound as values. Its shape depends on nothing
+/// but its text: planned once per connection (see [`super::transaction`]).
 pub(crate) fn fused(
     names: &Names,
     user: &str,
     top_k: usize,
-    unit_query: &[f32],
-    dense: DenseSide<'_>,
+    dense: &DenseRanks,
     lexical: &LexicalSide,
 ) -> Built {
     let mut ctes = Ctes::new();
-    // Searched here in HNSW mode, every row also says how many candidates the index scan
-    // returned (see `dense_side::Walked`).
-    let (dense, found) = match dense {
-        DenseSide::Inline {
-            plan,
-            unit_query,
-            filter,
-        } => {
-            let dense = dense_ranks(&mut ctes, names, plan, user, unit_query, top_k, filter);
-            (dense.ranks, dense.found())
-        }
-        DenseSide::Ranked(ranked) => (ctes.add(CteName::Dense, unnested(ranked)), None),
-    };
+    let weights = ListWeights::new(lexical.confidence(), dense.confidence);
+    let dense = ctes.add(CteName::Dense, unnested(&dense.ranked));
     // The BM25 side's ranks and shares.
-    let weights = weights(&mut ctes, names, dense, unit_query, lexical.confidence());
     let lexical = ctes.add(
         CteName::Lexical,
         unnested(&lexical.ranked)
@@ -125,9 +95,6 @@ pub(crate) fn fused(
             ),
             Col::Live,
         );
-    if let Some(found) = found {
-        select.expr_as(Expr::cust(found), Col::Found);
-    }
     select
         .from_as(top.name(), As::F)
         .join_as(
@@ -142,98 +109,18 @@ pub(crate) fn fused(
     build(&select)
 }
 
-/// `weights` (`wd`, `wl`): the lists' weights as `ListWeights::new` computes them, from
-/// the BM25 side's confidence (bound, computed by the core) and the gap between the
-/// core's own cosines (`cortex_unit_dot`) of the dense side's first two memories.
-fn weights(
-    ctes: &mut Ctes,
-    names: &Names,
-    dense: Cte,
-    unit_query: &[f32],
-    lexical_confidence: f64,
-) -> Cte {
-    // Materialised: inlined, a plan made for a filter's values ran it (two exact scores)
-    // once per fused row, 80 exact scores and 16 ms for a pool of 40.
-    let gap = ctes.add_materialized(
-        CteName::DGap,
-        Query::select()
-            .expr_as(
-                Expr::cust(
-                    "COALESCE(max(cos) FILTER (WHERE rnk = 1) - max(cos) FILTER (WHERE rnk = 2), \
-                     0::float8)",
-                ),
-                Col::Gap,
-            )
-            .from_subquery(
-                Query::select()
-                    .column((As::D, Col::Rnk))
-                    .expr_as(
-                        Expr::cust_with_values(
-                            format!(
-                                "{}(m.embedding::real[], $1::vector::real[])::float8",
-                                names.q_object(UNIT_DOT)
-                            ),
-                            [Vector::from(unit_query.to_vec())],
-                        ),
-                        Col::Cos,
-                    )
-                    .from_as(dense.name(), As::D)
-                    .join_as(
-                        JoinType::InnerJoin,
-                        names.table(Memories::Table),
-                        As::M,
-                        Expr::col((As::M, Memories::Seq)).equals((As::D, Col::Seq)),
-                    )
-                    .and_where(Expr::cust("d.rnk <= 2"))
-                    .to_owned(),
-                As::T,
-            )
-            .to_owned(),
-    );
-    // lexical = LEXICAL_CONFIDENCE * confidence + EPSILON, computed here as the core does.
-    let lexical = LEXICAL_CONFIDENCE * lexical_confidence + EPSILON;
-    let balanced = ctes.add(
-        CteName::WLex,
-        Query::select()
-            .expr_as(
-                Expr::cust_with_values(
-                    "$1::float8 + $2::float8 * ($3::float8 / ($4::float8 + \
-                     (GREATEST(g.gap, 0::float8) + $5::float8)))",
-                    [
-                        MIN_WEIGHT,
-                        1.0 - 2.0 * MIN_WEIGHT,
-                        lexical,
-                        lexical,
-                        EPSILON,
-                    ],
-                ),
-                Col::Wl,
-            )
-            .from_as(gap.name(), As::G)
-            .to_owned(),
-    );
-    ctes.add(
-        CteName::Weights,
-        Query::select()
-            .expr_as(Expr::cust("2::float8 * (1::float8 - b.wl)"), Col::Wd)
-            .expr_as(Expr::cust("2::float8 * b.wl"), Col::Wl)
-            .from_as(balanced.name(), As::B)
-            .to_owned(),
-    )
-}
-
 /// `(seq, d_rank, l_rank, score)`: both sides' weighted terms, dense first then lexical,
-/// as the core adds them.
-fn rrf(dense: Cte, lexical: Cte, weights: Cte) -> SelectStatement {
+/// as the core adds them (`dense_term`, `lexical_numerator`, `lexical_term`).
+fn rrf(dense: Cte, lexical: Cte, weights: ListWeights) -> SelectStatement {
     Query::select()
         .expr_as(Expr::cust("COALESCE(d.seq, l.seq)"), Col::Seq)
         .expr_as(Expr::cust("d.rnk"), Col::DRank)
         .expr_as(Expr::cust("l.rnk"), Col::LRank)
         .expr_as(
             Expr::cust_with_values(
-                "COALESCE(w.wd / ($1::float8 + d.rnk::float8), 0::float8) \
-                 + COALESCE((w.wl * l.share) / ($2::float8 + l.rnk::float8), 0::float8)",
-                [RRF_K, RRF_K],
+                "COALESCE($1::float8 / ($2::float8 + d.rnk::float8), 0::float8) \
+                 + COALESCE(($3::float8 * l.share) / ($4::float8 + l.rnk::float8), 0::float8)",
+                [weights.dense, RRF_K, weights.lexical, RRF_K],
             ),
             Col::Score,
         )
@@ -243,12 +130,6 @@ fn rrf(dense: Cte, lexical: Cte, weights: Cte) -> SelectStatement {
             lexical.name(),
             As::L,
             Expr::col((As::D, Col::Seq)).equals((As::L, Col::Seq)),
-        )
-        .join_as(
-            JoinType::InnerJoin,
-            weights.name(),
-            As::W,
-            Expr::cust("true"),
         )
         .to_owned()
 }

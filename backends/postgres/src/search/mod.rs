@@ -1,8 +1,7 @@
 //! The search pushdown: the whole hybrid query in SQL, as statements in one snapshot (see
-//! [`transaction`]): the BM25 side ([`lexical`], run with a generic plan), then the dense
-//! side fused with it ([`fused`], planned per search); or, side by side on two
-//! connections, the BM25 side and the dense side ([`dense`], planned per search), then
-//! their fusion ([`fused`] reading both sides' ranks, generic).
+//! [`transaction`]): the BM25 side ([`lexical`], run with a generic plan) and the dense
+//! side ([`dense`], planned per search), one behind the other on one connection or side
+//! by side on two, then their fusion ([`fused`] reading both sides' ranks, generic).
 //!
 //! It returns what `hybrid_retrieve` over `build_index` returns on the same data: the same
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
@@ -23,10 +22,11 @@
 //!   several terms prune the commonest lists where they cannot change the pool, see
 //!   [`maxscore`]; a query of more than [`lexical::MAX_PRUNED_TERMS`] terms scores every
 //!   posting);
-//! - fusion (`cortex_core::fusion`): the lists' weights from BM25's first share (computed
-//!   by the core's functions from the BM25 statement's scores, live count and dfs) and the
-//!   gap between the core's own cosines (`cortex_unit_dot`) of the dense side's first two,
-//!   then `dense_weight / (RRF_K + dense_rank)` `+ (lexical_weight * share) / (RRF_K +
+//! - fusion (`cortex_core::fusion`): the lists' weights (`ListWeights::new`, computed by
+//!   the core and bound as values) from BM25's first share (from the BM25 statement's
+//!   scores, live count and dfs) and the gap between the core's own scores
+//!   (`cortex_core::index::unit_score`) of the embeddings of the dense side's first two,
+//!   which the dense statement returns; then `dense_weight / (RRF_K + dense_rank)` `+ (lexical_weight * share) / (RRF_K +
 //!   lexical_rank)`, plus `NEIGHBOUR_WEIGHT` times the larger of the two neighbouring live
 //!   memories' fused scores (by sequence; 0 when not fused), ordered by score then
 //!   sequence, the best `top_k`.
@@ -74,8 +74,8 @@ mod transaction;
 use cortex_core::StoreError;
 use tokio_postgres::Row;
 
-pub(crate) use dense_side::{decode_dense, dense};
-pub(crate) use fusion::{DenseSide, decode, fused};
+pub(crate) use dense_side::{DenseRanks, decode_dense, dense};
+pub(crate) use fusion::{decode, fused};
 pub(crate) use lexical::{LexicalSide, Pruning, decode_lexical, lexical};
 pub(crate) use transaction::{Search, Store};
 

@@ -10,7 +10,7 @@ use cortex_core::{MemoryFilter, MemoryKind};
 use super::dense_plan::DensePlan;
 use crate::names::Names;
 use crate::search::lexical::MAX_PRUNED_TERMS;
-use crate::search::{self, DenseSide, LexicalSide, Pruning, Ranked};
+use crate::search::{self, DenseRanks, LexicalSide, Pruning, Ranked};
 
 const USER: &str = "u";
 const PRUNING: Pruning = Pruning {
@@ -259,26 +259,12 @@ fn fusion_of_ranked_sides() {
         ranked: ranked.clone(),
         shares: vec![0.75, 0.5],
     };
-    let built = search::fused(
-        &names(),
-        USER,
-        5,
-        &UNIT,
-        DenseSide::Ranked(&ranked),
-        &lexical,
-    );
-    snapshot!("fused_ranked", built.0);
-}
-
-#[test]
-fn fusion_searching_the_dense_side() {
-    let dense = DenseSide::Inline {
-        plan: DensePlan::Exact,
-        unit_query: &UNIT,
-        filter: &NO_FILTER,
+    let dense = DenseRanks {
+        ranked,
+        confidence: 0.25,
     };
-    let built = search::fused(&names(), USER, 5, &UNIT, dense, &LexicalSide::default());
-    snapshot!("fused_inline_exact", built.0);
+    let built = search::fused(&names(), USER, 5, &dense, &lexical);
+    snapshot!("fused_ranked", built.0);
 }
 
 /// Distinct statement texts over queries of 1 to 20 terms and `top_k` 1 to 50: what the
@@ -287,7 +273,7 @@ fn distinct_texts() -> (usize, usize, usize) {
     let mut lexical = BTreeSet::new();
     let mut dense = BTreeSet::new();
     let mut fused = BTreeSet::new();
-    let ranked = Ranked::default();
+    let ranked = DenseRanks::default();
     let bm25 = LexicalSide::default();
     for k in 1..=20 {
         for top_k in 1..=50 {
@@ -295,15 +281,8 @@ fn distinct_texts() -> (usize, usize, usize) {
             if k == 1 {
                 for plan in [DensePlan::Exact, DensePlan::Hnsw { dimension: 3 }] {
                     dense.insert(search::dense(&names(), plan, USER, &UNIT, top_k, &NO_FILTER).0);
-                    let inline = DenseSide::Inline {
-                        plan,
-                        unit_query: &UNIT,
-                        filter: &NO_FILTER,
-                    };
-                    fused.insert(search::fused(&names(), USER, top_k, &UNIT, inline, &bm25).0);
                 }
-                let side = DenseSide::Ranked(&ranked);
-                fused.insert(search::fused(&names(), USER, top_k, &UNIT, side, &bm25).0);
+                fused.insert(search::fused(&names(), USER, top_k, &ranked, &bm25).0);
             }
         }
     }
@@ -317,5 +296,5 @@ fn distinct_texts() -> (usize, usize, usize) {
 fn statement_texts_are_bounded() {
     let (lexical, dense, fused) = distinct_texts();
     eprintln!("distinct statement texts: lexical {lexical}, dense {dense}, fused {fused}");
-    assert_eq!((lexical, dense, fused), (6, 2, 3));
+    assert_eq!((lexical, dense, fused), (6, 2, 1));
 }

@@ -1,5 +1,5 @@
-//! One search as one read-only transaction: begun with the settings and the BM25 side,
-//! the dense side beside it on a spare connection when one is free (in the same
+//! One search as one read-only transaction: begun with the BM25 side and the dense side
+//! (behind it on the same connection, or beside it on a spare one, in the same
 //! snapshot), then the fusion and the commit; dropped before it ends, it rolls back.
 //! [`Search::explain`] runs the same statements under EXPLAIN ANALYZE.
 
@@ -15,7 +15,7 @@ use super::dense_plan::{self, DensePlan};
 use super::dense_side::Walked;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::{
-    DenseSide, LexicalSide, Pruning, Ranked, decode_dense, decode_lexical, dense, fused, lexical,
+    DenseRanks, LexicalSide, Pruning, decode_dense, decode_lexical, dense, fused, lexical,
 };
 use crate::config::PostgresConfig;
 use crate::names::Names;
@@ -112,14 +112,15 @@ pub(crate) struct Found {
 /// The dense statement's settings: a custom plan always; in HNSW mode `ef_search` (and
 /// the iterative scan, when pgvector has it).
 ///
-/// The fused statement always gets a custom plan: prepared once per connection, it may
+/// The dense statement always gets a custom plan: prepared once per connection, it may
 /// after a few runs switch to a generic plan, which knows neither the user's size nor the
-/// query vector; forced generic at 100k memories, it joined the fused rows to every memory
-/// by a sequential hash join (one-term searches took 100-113 ms, docs/BENCHMARKS.md). In
-/// HNSW mode the planner chooses between the index's ordered scan and reading the user's
-/// rows by (user, seq) and sorting them: for a user with few memories among many the
-/// latter is both exact and faster. (Forcing the index with enable_sort=off was tried: it
-/// also turned the BM25 side into a full postings scan.)
+/// query vector (forced generic at 100k memories, the statement that then searched the
+/// dense side inside the fusion joined the fused rows to every memory by a sequential hash
+/// join: one-term searches took 100-113 ms, docs/BENCHMARKS.md). In HNSW mode the planner
+/// chooses between the index's ordered scan and reading the user's rows by (user, seq)
+/// and sorting them: for a user with few memories among many the latter is both exact and
+/// faster. (Forcing the index with enable_sort=off was tried: it also turned the BM25
+/// side into a full postings scan.)
 #[derive(Debug)]
 struct Settings {
     sql: &'static str,
@@ -180,10 +181,11 @@ impl Search<'_> {
     }
 
     /// The plans of the search statements (EXPLAIN ANALYZE of the BM25 statement with its
-    /// generic plan, a filtered one's for its values, then of the fused one, run with the
-    /// same settings as the search), for diagnosing a slow recall. Always on one
-    /// connection: the dense side is the fused statement's, as when no second connection
-    /// is free.
+    /// generic plan, a filtered one's for its values, of the dense one for its values,
+    /// then of the fused one, each run with the same settings as the search), for
+    /// diagnosing a slow recall. Always on one connection, as when no second connection is
+    /// free. A generic plan is made afresh for EXPLAIN, so its planning time is counted
+    /// where a search reuses the plan its connection made once.
     pub(crate) async fn explain(&self) -> Result<Vec<String>, StoreError> {
         let found = self.execute(true).await?;
         found.rows.iter().map(|row| get::<String>(row, 0)).collect()
@@ -204,34 +206,19 @@ impl Search<'_> {
         )
     }
 
-    fn fused(&self, dense: DenseSide<'_>, lexical: &LexicalSide) -> Built {
-        fused(
-            self.store.names,
-            self.user,
-            self.request.top_k,
-            self.unit,
-            dense,
-            lexical,
-        )
-    }
-
-    fn inline(&self) -> DenseSide<'_> {
-        DenseSide::Inline {
-            plan: self.plan,
-            unit_query: self.unit,
-            filter: &self.request.filter,
-        }
-    }
-
     /// One read-only snapshot for both sides: a write between them could otherwise leave
     /// a memory ranked by one side and missing from the other. The BM25 statement's text
     /// depends only on the number of terms and the settings, and its plan's shape not on
     /// estimates (see [`lexical`]): planned once per connection instead of per search.
-    /// With several terms, when a second connection is free, the dense side runs on it
-    /// beside the BM25 side, and the fused statement reads both sides' ranks; otherwise
-    /// (and for one term, whose impact-ordered BM25 side costs less than the second
-    /// connection's extra round trip and snapshot export, docs/BENCHMARKS.md) the fused
-    /// statement searches the dense side itself, after the BM25 side.
+    /// The dense statement is planned per search (see [`Settings`]), on a second
+    /// connection beside the BM25 side when the query has several terms and one is free,
+    /// else right behind the BM25 side on this one, in the same round trip (a one-term
+    /// BM25 side, impact-ordered, costs less than a second connection's extra round trip
+    /// and snapshot export, docs/BENCHMARKS.md). The fused statement then reads both
+    /// sides' ranks, planned once per connection: planning it per search with the dense
+    /// side inside cost more than a millisecond, and the weights' two exact scores in
+    /// PL/pgSQL almost another (docs/BENCHMARKS.md); the core computes those from the
+    /// dense statement's first two embeddings.
     async fn execute(&self, explain: bool) -> Result<Found, StoreError> {
         let settings = Settings::new(self, explain);
         let client = self.store.pool.get().await?;
@@ -242,18 +229,15 @@ impl Search<'_> {
             explain,
             open: true,
         };
-        let Some(lexical) = self.lexical() else {
-            // No query terms: no BM25 side, one statement.
-            let fused = self.fused(self.inline(), &LexicalSide::default());
-            let (rows, rewalked) = transaction.only_fused(&fused, self.request.top_k).await?;
-            return Ok(Found {
-                rows,
-                path: LexicalPath::Once,
-                lookups: RarestFirstLookups::default(),
-                parallel: false,
-                rewalked,
-            });
-        };
+        let lexical = self.lexical();
+        let dense = dense(
+            self.store.names,
+            self.plan,
+            self.user,
+            self.unit,
+            self.request.top_k,
+            &self.request.filter,
+        );
         let config = self.store.config;
         let second = match !explain && config.parallel_search && self.request.terms.len() > 1 {
             // Never waits for one to come free: a search holding one connection while
@@ -262,21 +246,17 @@ impl Search<'_> {
             true => self.store.pool.spare().await,
             false => None,
         };
-        let sides = match &second {
-            Some(second) => {
-                let dense = dense(
-                    self.store.names,
-                    self.plan,
-                    self.user,
-                    self.unit,
-                    self.request.top_k,
-                    &self.request.filter,
-                );
+        let sides = match (&second, &lexical) {
+            (Some(second), Some(lexical)) => {
                 transaction
-                    .side_by_side(second, &lexical, &dense, self.request.top_k)
+                    .side_by_side(second, lexical, &dense, self.unit, self.request.top_k)
                     .await
             }
-            None => transaction.lexical_only(&lexical).await,
+            _ => {
+                transaction
+                    .one_connection(lexical.as_ref(), &dense, self.unit, self.request.top_k)
+                    .await
+            }
         };
         // Back to the pool before the fusion: the next search finds it free.
         drop(second);
@@ -287,37 +267,37 @@ impl Search<'_> {
                 return Err(e);
             }
         };
-        let fused = match &sides.dense {
-            Some(dense) => self.fused(DenseSide::Ranked(dense), &sides.lexical),
-            None => self.fused(self.inline(), &sides.lexical),
-        };
-        let parallel = sides.dense.is_some();
-        let (found, rewalked) = transaction
-            .fuse(&fused, !parallel, self.request.top_k)
-            .await?;
+        let fused = fused(
+            self.store.names,
+            self.user,
+            self.request.top_k,
+            &sides.dense,
+            &sides.lexical,
+        );
+        let found = transaction.fuse(&fused).await?;
         let mut rows = sides.plans;
         rows.extend(found);
         Ok(Found {
             rows,
             path: sides.path,
             lookups: sides.lookups,
-            parallel,
-            rewalked: rewalked || sides.rewalked,
+            parallel: sides.parallel,
+            rewalked: sides.rewalked,
         })
     }
 }
 
-/// What the BM25 side (and the dense side, when it ran beside it) found, before the
-/// fusion.
+/// What the two sides found, before the fusion.
 struct Sides {
     lexical: LexicalSide,
     path: LexicalPath,
     lookups: RarestFirstLookups,
-    /// The dense side, when it ran on a second connection.
-    dense: Option<Ranked>,
-    /// Whether the dense side, on the second connection, was walked again (see [`Walk`]).
+    dense: DenseRanks,
+    /// Whether the dense side ran on a second connection.
+    parallel: bool,
+    /// Whether the HNSW graph was walked again (see [`Walk`]).
     rewalked: bool,
-    /// The BM25 statement's plan, with `explain`.
+    /// The two statements' plans, with `explain`.
     plans: Vec<Row>,
 }
 
@@ -365,47 +345,22 @@ impl Transaction<'_> {
         let _ = self.client.batch_execute("ROLLBACK").await;
     }
 
-    /// The whole search when there is no BM25 side: BEGIN, the settings, the fused
-    /// statement (searching the dense side) and COMMIT, in one round trip; walking the
-    /// HNSW graph without the iterative scan first (see [`Walk`]), COMMIT follows the
-    /// walk. Returns the rows and whether the graph was walked twice.
-    async fn only_fused(
-        mut self,
-        fused: &Built,
-        top_k: usize,
-    ) -> Result<(Vec<Row>, bool), StoreError> {
-        let client = self.client;
-        let walk = Walk::prepare(client, self.settings).await?;
-        let statement = self.prepare(fused).await?;
-        let params = fused.1.as_params();
-        let found = walk
-            .committed(Some("BEGIN"), &statement, &params, top_k)
-            .await;
-        self.open = false;
-        found
-    }
-
-    /// The fused statement, then COMMIT. Reading two sides' ranks, the fused statement
-    /// keeps the transaction's generic plan (one shape whatever the values; planning it
-    /// per search cost 0.3 ms, ten times its generic planning); searching the dense side
-    /// (`dense_inline`), it needs the settings, and may walk the HNSW graph twice (see
-    /// [`Walk`]). Returns the rows and whether it did.
-    async fn fuse(
-        mut self,
-        fused: &Built,
-        dense_inline: bool,
-        top_k: usize,
-    ) -> Result<(Vec<Row>, bool), StoreError> {
+    /// The fused statement (with its plan mode: the dense side's settings made the
+    /// transaction's plans custom), then COMMIT, in one round trip; with `explain`, its
+    /// plan as the search runs it instead of its rows. Reading two sides' ranks, its shape
+    /// depends on no value (planning it per search cost 0.3 ms, ten times its generic
+    /// planning); a filtered search's is planned for its values, as its BM25 side is.
+    async fn fuse(mut self, fused: &Built) -> Result<Vec<Row>, StoreError> {
         let client = self.client;
         let prepared = async {
-            let walk = match dense_inline {
-                true => Some(Walk::prepare(client, self.settings).await?),
-                false => None,
-            };
-            let statement = self.prepare(fused).await?;
-            Ok::<_, StoreError>((walk, statement))
+            let mode = client
+                .prepare_cached(self.lexical_plan.setting())
+                .await
+                .map_err(pg_err)?;
+            let statement = client.prepare_cached(&fused.0).await.map_err(pg_err)?;
+            Ok::<_, StoreError>((mode, statement))
         };
-        let (walk, statement) = match prepared.await {
+        let (mode, statement) = match prepared.await {
             Ok(prepared) => prepared,
             Err(e) => {
                 self.rollback().await;
@@ -413,54 +368,131 @@ impl Transaction<'_> {
             }
         };
         let params = fused.1.as_params();
-        let found = match &walk {
-            Some(walk) => walk.committed(None, &statement, &params, top_k).await,
-            None => {
-                let (found, commit) = futures_util::join!(
-                    client.query(&statement, &params),
-                    client.batch_execute("COMMIT"),
-                );
-                let found = found.map_err(pg_err)?;
-                commit.map_err(pg_err)?;
-                Ok((found, false))
-            }
-        };
+        if self.explain {
+            let plans = async {
+                client.query(&mode, &[]).await.map_err(pg_err)?;
+                match self.lexical_plan {
+                    LexicalPlan::Generic => explain_generic(client, &statement, fused).await,
+                    LexicalPlan::Custom => {
+                        let explained = self.prepare(fused).await?;
+                        client.query(&explained, &params).await.map_err(pg_err)
+                    }
+                }
+            };
+            return match plans.await {
+                Ok(plans) => {
+                    self.open = false;
+                    client.batch_execute("COMMIT").await.map_err(pg_err)?;
+                    Ok(plans)
+                }
+                Err(e) => {
+                    self.rollback().await;
+                    Err(e)
+                }
+            };
+        }
+        let (set, found, commit) = futures_util::join!(
+            client.query(&mode, &[]),
+            client.query(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
         self.open = false;
-        found
+        set.map_err(pg_err)?;
+        let found = found.map_err(pg_err)?;
+        commit.map_err(pg_err)?;
+        Ok(found)
     }
 
-    /// Opens the read-only snapshot and runs the BM25 side there (with `explain`, also
-    /// its plan as it ran: generic, or for its values when filtered).
-    async fn lexical_only(&self, lexical: &Built) -> Result<Sides, StoreError> {
+    /// Opens the read-only snapshot and runs both sides there, in one round trip: the
+    /// BM25 statement (when the query has terms) with its plan mode, then the dense
+    /// statement with its settings (a second walk of the HNSW graph, when the first comes
+    /// back short, is one more: see [`Walk`]). With `explain`, also their plans as they
+    /// ran (the BM25 statement's generic, or for its values when filtered; the dense one's
+    /// for its values).
+    async fn one_connection(
+        &self,
+        bm25: Option<&Built>,
+        dense: &Built,
+        unit: &[f32],
+        top_k: usize,
+    ) -> Result<Sides, StoreError> {
         let client = self.client;
-        let statement = client.prepare_cached(&lexical.0).await.map_err(pg_err)?;
-        let plan_mode = client
-            .prepare_cached(self.lexical_plan.setting())
-            .await
-            .map_err(pg_err)?;
-        let params = lexical.1.as_params();
-        let (begin, set, found) = futures_util::join!(
-            client.batch_execute(READ_SNAPSHOT),
-            client.query(&plan_mode, &[]),
-            client.query_one(&statement, &params),
-        );
-        begin.map_err(pg_err)?;
-        set.map_err(pg_err)?;
-        let (ranked, path, lookups) = decode_lexical(&found.map_err(pg_err)?)?;
-        let plans = match (self.explain, self.lexical_plan) {
-            (false, _) => Vec::new(),
-            (true, LexicalPlan::Generic) => explain_generic(client, &statement, lexical).await?,
-            (true, LexicalPlan::Custom) => {
-                let explained = self.prepare(lexical).await?;
-                client.query(&explained, &params).await.map_err(pg_err)?
+        let lexical_statements = match bm25 {
+            Some(lexical) => Some((
+                client.prepare_cached(&lexical.0).await.map_err(pg_err)?,
+                client
+                    .prepare_cached(self.lexical_plan.setting())
+                    .await
+                    .map_err(pg_err)?,
+            )),
+            None => None,
+        };
+        let dense_statement = client.prepare_cached(&dense.0).await.map_err(pg_err)?;
+        let walk = Walk::prepare(client, self.settings).await?;
+        let lexical_params = bm25.map(|l| l.1.as_params()).unwrap_or_default();
+        let dense_params = dense.1.as_params();
+        // join! polls in order, and each future sends its messages on its first poll:
+        // BEGIN, the BM25 side, then the dense side go out together.
+        let lexical_side = async {
+            match &lexical_statements {
+                Some((statement, plan_mode)) => {
+                    let (set, found) = futures_util::join!(
+                        client.query(plan_mode, &[]),
+                        client.query_one(statement, &lexical_params),
+                    );
+                    set.map_err(pg_err)?;
+                    found.map(Some).map_err(pg_err)
+                }
+                None => Ok(None),
             }
         };
+        let (begin, lexical_found, dense_found) = futures_util::join!(
+            client.batch_execute(READ_SNAPSHOT),
+            lexical_side,
+            walk.run(&dense_statement, &dense_params, top_k),
+        );
+        begin.map_err(pg_err)?;
+        let (lexical, path, lookups) = match lexical_found? {
+            Some(row) => decode_lexical(&row)?,
+            None => (
+                LexicalSide::default(),
+                LexicalPath::Once,
+                RarestFirstLookups::default(),
+            ),
+        };
+        let (dense_rows, rewalked) = dense_found?;
+        let dense_row = dense_rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
+        let mut plans = Vec::new();
+        if self.explain {
+            if let (Some((statement, _)), Some(bm25)) = (&lexical_statements, bm25) {
+                plans.extend(match self.lexical_plan {
+                    LexicalPlan::Generic => explain_generic(client, statement, bm25).await?,
+                    LexicalPlan::Custom => {
+                        let explained = self.prepare(bm25).await?;
+                        client
+                            .query(&explained, &lexical_params)
+                            .await
+                            .map_err(pg_err)?
+                    }
+                });
+            }
+            let explained = self.prepare(dense).await?;
+            plans.extend(
+                client
+                    .query(&explained, &dense_params)
+                    .await
+                    .map_err(pg_err)?,
+            );
+        }
         Ok(Sides {
-            lexical: ranked,
+            lexical,
             path,
             lookups,
-            dense: None,
-            rewalked: false,
+            dense: decode_dense(dense_row, unit)?,
+            parallel: false,
+            rewalked,
             plans,
         })
     }
@@ -473,6 +505,7 @@ impl Transaction<'_> {
         second: &Object,
         lexical: &Built,
         dense: &Built,
+        unit: &[f32],
         top_k: usize,
     ) -> Result<Sides, StoreError> {
         let client = self.client;
@@ -496,7 +529,7 @@ impl Transaction<'_> {
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
             let snapshot: String = get(&row, "pg_export_snapshot")?;
-            Ok(on_second.dense(&snapshot, dense, top_k).await)
+            Ok(on_second.dense(&snapshot, dense, unit, top_k).await)
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
@@ -511,7 +544,8 @@ impl Transaction<'_> {
             lexical: ranked,
             path,
             lookups,
-            dense: Some(dense_ranked),
+            dense: dense_ranked,
+            parallel: true,
             rewalked,
             plans: Vec::new(),
         })
@@ -534,8 +568,9 @@ impl OnSecond<'_> {
         &self,
         snapshot: &str,
         dense: &Built,
+        unit: &[f32],
         top_k: usize,
-    ) -> Result<(Ranked, bool), StoreError> {
+    ) -> Result<(DenseRanks, bool), StoreError> {
         // A snapshot's name is hex digits and dashes; it is written into the command (SET
         // TRANSACTION SNAPSHOT takes no parameter).
         if snapshot.is_empty() || !snapshot.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
@@ -550,14 +585,13 @@ impl OnSecond<'_> {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
-        Ok((decode_dense(row)?, rewalked))
+        Ok((decode_dense(row, unit)?, rewalked))
     }
 }
 
-/// How a statement that searches the dense side (the fused one, or the dense one on a
-/// second connection) runs inside its transaction: after its settings, in the same round
-/// trip; in HNSW mode for a user whose walks may skip it (`Search::plain_first`), first
-/// without pgvector's iterative scan.
+/// How the dense statement runs inside its transaction (on either connection): after its
+/// settings, in the same round trip; in HNSW mode for a user whose walks may skip it
+/// (`Search::plain_first`), first without pgvector's iterative scan.
 ///
 /// With the iterative scan on, pgvector 0.8 keeps every node a walk passes over
 /// (allocated, in a heap) in case the scan must go on past `ef_search`; without it, a
