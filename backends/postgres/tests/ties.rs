@@ -154,10 +154,10 @@ async fn mass_ties_match_the_core_and_score_each_distinct_vector_once() {
                 "{label}, default store"
             );
             // Each distinct tied embedding is scored once, however many memories hold it
-            // (one per tied memory was 60 to thousands here), plus the dense side's first
-            // two, whose gap weighs the lists (cortex_core::fusion).
+            // (one per tied memory was 60 to thousands here). The dense side's first two,
+            // whose gap weighs the lists, are scored by the core, not in SQL.
             assert!(
-                scored <= distinct_vectors + 2,
+                scored <= distinct_vectors,
                 "{label}: {scored} exact scores for {distinct_vectors} distinct vectors"
             );
             most_scored = most_scored.max(scored);
@@ -269,10 +269,10 @@ async fn ties_sharing_no_word_cost_no_exact_score_each() {
                     view(&default.search(USER, &request).await.unwrap()),
                     "{label}, default store"
                 );
-                // The non-zero ones may each need their own score, and the dense side's
-                // first two theirs for the fusion's gap: never one per tied memory.
+                // The non-zero ones may each need their own score: never one per tied
+                // memory (the fusion's gap is the core's, not in SQL).
                 assert!(
-                    scored <= nonzero + 2,
+                    scored <= nonzero,
                     "{label}: {scored} exact scores for {total} memories ({nonzero} not \
                      proven zero)"
                 );
