@@ -243,13 +243,15 @@ impl Run {
 }
 
 /// Repeats the HNSW hybrid searches for `window`, one at a time, and says how many ran.
+/// `hnsw` is the store's configuration in HNSW mode, with the index's build settings (a
+/// kept index built otherwise is built again).
 async fn profile(
-    url: &str,
+    hnsw: PostgresConfig,
     schema: &str,
     requests: &[SearchRequest],
     window: Duration,
 ) -> Result<(), BoxError> {
-    let hnsw = PostgresStore::connect(config(url, schema, DenseMode::Hnsw)).await?;
+    let hnsw = PostgresStore::connect(hnsw).await?;
     for r in requests.iter().take(5) {
         hnsw.search(USER, r).await?;
     }
@@ -274,19 +276,20 @@ async fn profile(
 /// EXPLAIN ANALYZE reports for it: the planning it pays per search (the dense
 /// statement's; the BM25 and fused ones' generic plans are made once per connection) and
 /// the execution of all three (and the plans themselves to stderr, with `print_plans`).
+/// `hnsw` as for [`profile`].
 async fn trace(
-    url: &str,
+    hnsw: PostgresConfig,
     schema: &str,
     requests: &[SearchRequest],
     repeat: usize,
     print_plans: bool,
 ) -> Result<(), BoxError> {
-    let hnsw = PostgresStore::connect(config(url, schema, DenseMode::Hnsw)).await?;
     let serial = PostgresStore::connect(PostgresConfig {
         parallel_search: false,
-        ..config(url, schema, DenseMode::Hnsw)
+        ..hnsw.clone()
     })
     .await?;
+    let hnsw = PostgresStore::connect(hnsw).await?;
     for r in requests.iter().take(5) {
         hnsw.search(USER, r).await?;
         serial.search(USER, r).await?;
@@ -516,11 +519,18 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
         if let Some(window) = opts.profile {
-            profile(&opts.url, &schema, &hybrid, window).await?;
+            profile(
+                pg_config(&schema, DenseMode::Hnsw),
+                &schema,
+                &hybrid,
+                window,
+            )
+            .await?;
             continue;
         }
         if let Some(repeat) = opts.trace {
-            trace(&opts.url, &schema, &hybrid, repeat, opts.explain).await?;
+            let hnsw = pg_config(&schema, DenseMode::Hnsw);
+            trace(hnsw, &schema, &hybrid, repeat, opts.explain).await?;
             continue;
         }
         if opts.explain {
