@@ -1127,6 +1127,24 @@ async fn searches_plan_each_statement_as_designed() {
                         .get(0);
                     assert_eq!(ef, "40", "{case}: hnsw.ef_search leaked");
                 }
+                drop(clients);
+                // EXPLAIN shows each statement planned as the search plans it: the BM25
+                // and fused ones generic (the user is a parameter in their plans), the
+                // dense one for its values (the user is the literal).
+                let lines = store
+                    .diagnostics()
+                    .explain_search("u", &request)
+                    .await
+                    .unwrap();
+                let plans: Vec<String> = lines
+                    .split_inclusive(|l| l.starts_with("Execution Time"))
+                    .map(|p| p.join("\n"))
+                    .collect();
+                assert_eq!(plans.len(), 3, "{case}: {lines:#?}");
+                let user = "'u'::text";
+                assert!(!plans[0].contains(user), "{case}: BM25 plan {}", plans[0]);
+                assert!(plans[1].contains(user), "{case}: dense plan {}", plans[1]);
+                assert!(!plans[2].contains(user), "{case}: fused plan {}", plans[2]);
             }
         }
     }

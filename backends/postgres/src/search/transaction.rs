@@ -39,8 +39,9 @@ const CUSTOM_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
 /// and it is planned once per connection (generic). Filtered, it joins every posting of
 /// its terms to the memories that pass, and the best join (from the postings, or from the
 /// few memories a selective filter leaves) depends on the filter's values, which only a
-/// plan made for them sees (custom). The transaction keeps the mode, so a filtered
-/// search's fused statement reading both sides' ranks is planned per search too.
+/// plan made for them sees (custom). The fused statement reading both sides' ranks is
+/// planned the same way (its mode set again before it: the dense side's settings make the
+/// transaction's plans custom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LexicalPlan {
     Generic,
@@ -173,9 +174,9 @@ impl Settings {
 }
 
 impl Search<'_> {
-    /// Runs the search in one read-only snapshot, in two round trips (one without query
-    /// terms): the BM25 statement, then the fused one; with several terms and a spare
-    /// connection, the dense statement on it beside the BM25 one, then the fused one.
+    /// Runs the search in one read-only snapshot, in two round trips: the BM25 and dense
+    /// statements (the dense one on a spare connection beside the BM25 one, with several
+    /// terms and one free), then the fused one.
     pub(crate) async fn run(&self) -> Result<Found, StoreError> {
         self.execute(false).await
     }
@@ -466,7 +467,10 @@ impl Transaction<'_> {
             .ok_or_else(|| StoreError::Corrupt("the dense statement returned no row".into()))?;
         let mut plans = Vec::new();
         if self.explain {
-            if let (Some((statement, _)), Some(bm25)) = (&lexical_statements, bm25) {
+            // Each explained under its own settings again: the dense side's made the
+            // transaction's plans custom after the BM25 statement ran.
+            if let (Some((statement, plan_mode)), Some(bm25)) = (&lexical_statements, bm25) {
+                client.query(plan_mode, &[]).await.map_err(pg_err)?;
                 plans.extend(match self.lexical_plan {
                     LexicalPlan::Generic => explain_generic(client, statement, bm25).await?,
                     LexicalPlan::Custom => {
@@ -478,6 +482,10 @@ impl Transaction<'_> {
                     }
                 });
             }
+            client
+                .query(&walk.with_scan, &self.settings.params())
+                .await
+                .map_err(pg_err)?;
             let explained = self.prepare(dense).await?;
             plans.extend(
                 client
