@@ -40,8 +40,8 @@ const CUSTOM_PLAN_EXPORTED: &str = "SELECT set_config('plan_cache_mode', \
 /// its terms to the memories that pass, and the best join (from the postings, or from the
 /// few memories a selective filter leaves) depends on the filter's values, which only a
 /// plan made for them sees (custom). The fused statement reading both sides' ranks is
-/// planned the same way (its mode set again before it: the dense side's settings make the
-/// transaction's plans custom).
+/// planned the same way (its mode set again before it when the dense side ran on the same
+/// connection: the dense side's settings make the transaction's plans custom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LexicalPlan {
     Generic,
@@ -275,7 +275,7 @@ impl Search<'_> {
             &sides.dense,
             &sides.lexical,
         );
-        let found = transaction.fuse(&fused).await?;
+        let found = transaction.fuse(&fused, !sides.parallel).await?;
         let mut rows = sides.plans;
         rows.extend(found);
         Ok(Found {
@@ -346,18 +346,25 @@ impl Transaction<'_> {
         let _ = self.client.batch_execute("ROLLBACK").await;
     }
 
-    /// The fused statement (with its plan mode: the dense side's settings made the
-    /// transaction's plans custom), then COMMIT, in one round trip; with `explain`, its
-    /// plan as the search runs it instead of its rows. Reading two sides' ranks, its shape
-    /// depends on no value (planning it per search cost 0.3 ms, ten times its generic
-    /// planning); a filtered search's is planned for its values, as its BM25 side is.
-    async fn fuse(mut self, fused: &Built) -> Result<Vec<Row>, StoreError> {
+    /// The fused statement, then COMMIT, in one round trip; with `explain`, its plan as
+    /// the search runs it instead of its rows. Reading two sides' ranks, its shape depends
+    /// on no value (planning it per search cost 0.3 ms, ten times its generic planning); a
+    /// filtered search's is planned for its values, as its BM25 side is. After a dense
+    /// side that ran on this connection (`dense_here`), whose settings made the
+    /// transaction's plans custom, the plan mode goes out again first; after one that ran
+    /// on a second connection, the BM25 side's mode still holds.
+    async fn fuse(mut self, fused: &Built, dense_here: bool) -> Result<Vec<Row>, StoreError> {
         let client = self.client;
         let prepared = async {
-            let mode = client
-                .prepare_cached(self.lexical_plan.setting())
-                .await
-                .map_err(pg_err)?;
+            let mode = match dense_here || self.explain {
+                true => Some(
+                    client
+                        .prepare_cached(self.lexical_plan.setting())
+                        .await
+                        .map_err(pg_err)?,
+                ),
+                false => None,
+            };
             let statement = client.prepare_cached(&fused.0).await.map_err(pg_err)?;
             Ok::<_, StoreError>((mode, statement))
         };
@@ -371,7 +378,9 @@ impl Transaction<'_> {
         let params = fused.1.as_params();
         if self.explain {
             let plans = async {
-                client.query(&mode, &[]).await.map_err(pg_err)?;
+                if let Some(mode) = &mode {
+                    client.query(mode, &[]).await.map_err(pg_err)?;
+                }
                 match self.lexical_plan {
                     LexicalPlan::Generic => explain_generic(client, &statement, fused).await,
                     LexicalPlan::Custom => {
@@ -392,8 +401,14 @@ impl Transaction<'_> {
                 }
             };
         }
+        let set = async {
+            match &mode {
+                Some(mode) => client.query(mode, &[]).await.map(drop),
+                None => Ok(()),
+            }
+        };
         let (set, found, commit) = futures_util::join!(
-            client.query(&mode, &[]),
+            set,
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );
