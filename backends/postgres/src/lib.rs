@@ -32,7 +32,6 @@ mod filter;
 mod hnsw_memory;
 mod inspect;
 mod keys;
-mod liveness;
 mod meta;
 mod names;
 mod pool;

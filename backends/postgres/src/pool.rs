@@ -17,7 +17,6 @@ use tokio_postgres::Client;
 use crate::config::Timeouts;
 use crate::deadline::{self, Abandoned, Deadline};
 use crate::error::{PostgresError, Server};
-use crate::liveness;
 use crate::pg_err;
 use crate::tls::{Connection, Connector};
 
@@ -231,10 +230,13 @@ pub(crate) fn build_pool(
         ));
     }
     config.options(&options);
-    // Fast: the driver's own closed flag only; whether an idle connection is still alive
-    // is the post-recycle hook's question (see `crate::liveness`).
+    // Verified: each checkout first sends an empty statement. A connection whose server
+    // restarted or terminated it may not look closed yet (its driver task has not read
+    // the socket), and handing it out would fail the caller's statement; one round trip
+    // per checkout (about 0.4 ms, docs/BENCHMARKS.md, "PostgreSQL pushdown: latency and
+    // overlap") buys that no call fails for it.
     let manager_config = ManagerConfig {
-        recycling_method: RecyclingMethod::Fast,
+        recycling_method: RecyclingMethod::Verified,
     };
     let manager = match connector {
         Connector::Plain => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
@@ -244,17 +246,17 @@ pub(crate) fn build_pool(
     // The most recently used connection first: one client's searches, one after another,
     // keep landing on the same backend, whose caches (catalog, prepared statements, the
     // BM25 statement's generic plan) are warm, instead of cycling through every
-    // connection the pool ever opened. A connection whose check gets no answer within the
-    // connect timeout is dropped and the next one tried: over a dead link it would wait
-    // forever.
+    // connection the pool ever opened. A connection whose empty statement gets no answer
+    // within the connect timeout is dropped and the next one tried: over a dead link it
+    // would wait forever.
     let pool = Pool::builder(manager)
         .max_size(size)
         .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(WAIT_TIMEOUT))
         .create_timeout(Some(opening))
+        .recycle_timeout(Some(connect))
         .pre_recycle(abandoned.hook())
-        .post_recycle(liveness::hook(connect))
         .build()
         .map_err(pg_err)?;
     Ok(Connections {

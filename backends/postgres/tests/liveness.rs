@@ -1,6 +1,6 @@
-//! A pooled connection whose link went silent is not handed out once it has been idle:
-//! the pool's check gets no answer within the connect timeout, drops it and opens another,
-//! and the call succeeds instead of waiting for its deadline.
+//! A pooled connection whose link went silent is not handed out: the pool's check on
+//! checkout gets no answer within the connect timeout, drops it and opens another, and
+//! the call succeeds instead of waiting for its deadline.
 //!
 //! The link is a TCP proxy between the store and the server whose open connections can be
 //! frozen: their sockets stay open and nothing more crosses them, which is what a dead
@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 /// The store's connect timeout, which also bounds the check.
 const CONNECT_TIMEOUT_SECS: u64 = 2;
-/// Longer than the pool trusts a recently used connection unchecked (500 ms).
+/// How long the connection sits idle before its link goes silent.
 const IDLE: Duration = Duration::from_millis(1200);
 
 /// A TCP proxy to `upstream`; `freeze` silences every connection open at that moment.
