@@ -129,11 +129,13 @@ struct Options {
     #[arg(long, value_delimiter = ',')]
     pg_lookup_costs: Vec<u64>,
     /// Instead of measuring Postgres, repeat the HNSW hybrid searches on the kept schemas
-    /// for this many seconds (to profile the server, e.g. with `perf record`).
+    /// for this many seconds (to profile the server, e.g. with `perf record`), at the
+    /// first `--pg-ef` when one is given.
     #[arg(long)]
     pg_profile: Option<u64>,
     /// Instead of measuring Postgres, print each HNSW hybrid search on the kept schemas
-    /// (terms, BM25 path, median of this many runs, planning and execution time).
+    /// (terms, BM25 path, median of this many runs, planning and execution time), at the
+    /// first `--pg-ef` when one is given.
     #[arg(long)]
     pg_trace: Option<usize>,
     /// Instead of everything else, time exact Postgres searches over this many memories

@@ -518,19 +518,17 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             PostgresStore::connect(pg_config(&schema, DenseMode::Exact)).await?
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
+        // The trace and profile modes search at the first `--pg-ef`, when one is given.
+        let hnsw_at = |schema: &str| PostgresConfig {
+            ef_search: opts.ef_sweep.first().copied(),
+            ..pg_config(schema, DenseMode::Hnsw)
+        };
         if let Some(window) = opts.profile {
-            profile(
-                pg_config(&schema, DenseMode::Hnsw),
-                &schema,
-                &hybrid,
-                window,
-            )
-            .await?;
+            profile(hnsw_at(&schema), &schema, &hybrid, window).await?;
             continue;
         }
         if let Some(repeat) = opts.trace {
-            let hnsw = pg_config(&schema, DenseMode::Hnsw);
-            trace(hnsw, &schema, &hybrid, repeat, opts.explain).await?;
+            trace(hnsw_at(&schema), &schema, &hybrid, repeat, opts.explain).await?;
             continue;
         }
         if opts.explain {

@@ -57,6 +57,7 @@ pub(crate) enum CteName {
     // Fusion.
     Fused,
     Around,
+    Linked,
     Smoothed,
     Top,
 }
@@ -73,8 +74,9 @@ pub(crate) enum Col {
     DRank,
     LRank,
     Share,
-    Prev,
     Next,
+    NextScore,
+    Joined,
     // The dense tie-break.
     Step,
     Run,

@@ -136,56 +136,67 @@ fn rrf(dense: Cte, lexical: Cte, weights: ListWeights) -> SelectStatement {
 
 /// Each candidate adds NEIGHBOUR_WEIGHT times the better fused score of the user's live
 /// memories written just before and just after it (zero for one that is no candidate), as
-/// the core adds it. The neighbours are two index lookups on (user_id, seq) of live
-/// memories per fused row (`around`); their scores are joined back (`smoothed`).
+/// the core adds it.
+///
+/// Every fused row is a live memory of the user, so a candidate's live neighbour is a
+/// candidate only if it is the next candidate by sequence (or the one before) with no
+/// live memory of the user between the two. The candidates are ordered by sequence once
+/// (`around`: each with the next one's sequence and score), and each pair of consecutive
+/// ones is checked with one index probe on (user_id, seq) of live memories, none when
+/// their sequences are consecutive (`linked`); a candidate's link before is its
+/// predecessor's link after (`smoothed`). One probe per candidate: looking up each one's
+/// neighbours before and after was two, the larger part of the fused statement at a
+/// million memories (docs/BENCHMARKS.md).
 fn smoothed(ctes: &mut Ctes, names: &Names, user: &str, fused: Cte) -> Cte {
-    let memories_table = names.q(Memories::Table);
-    let neighbour = |cmp: &str, order: &str| {
-        format!(
-            "(SELECT m.seq FROM {memories_table} m WHERE m.user_id = $1 AND NOT m.superseded \
-              AND m.seq {cmp} f.seq ORDER BY m.seq {order} LIMIT 1)"
-        )
-    };
     let around = ctes.add(
         CteName::Around,
         Query::select()
             .columns([Col::Seq, Col::DRank, Col::LRank, Col::Score])
+            .expr_as(Expr::cust("lead(f.seq) OVER (ORDER BY f.seq)"), Col::Next)
             .expr_as(
-                Expr::cust_with_values(neighbour("<", "DESC"), [user]),
-                Col::Prev,
-            )
-            .expr_as(
-                Expr::cust_with_values(neighbour(">", "ASC"), [user]),
-                Col::Next,
+                Expr::cust("lead(f.score) OVER (ORDER BY f.seq)"),
+                Col::NextScore,
             )
             .from_as(fused.name(), As::F)
+            .to_owned(),
+    );
+    // CASE, not AND/OR: it evaluates in order, so the probe runs only when needed.
+    // Materialised: `smoothed` reads `joined` twice, and an inlined CTE would probe twice.
+    let linked = ctes.add_materialized(
+        CteName::Linked,
+        Query::select()
+            .columns([Col::Seq, Col::DRank, Col::LRank, Col::Score, Col::NextScore])
+            .expr_as(
+                Expr::cust_with_values(
+                    format!(
+                        "CASE WHEN a.next IS NULL THEN false \
+                         WHEN a.next = a.seq + 1 THEN true \
+                         ELSE NOT EXISTS (SELECT 1 FROM {} m WHERE m.user_id = $1 \
+                         AND NOT m.superseded AND m.seq > a.seq AND m.seq < a.next) END",
+                        names.q(Memories::Table)
+                    ),
+                    [user],
+                ),
+                Col::Joined,
+            )
+            .from_as(around.name(), As::A)
             .to_owned(),
     );
     ctes.add(
         CteName::Smoothed,
         Query::select()
-            .columns([(As::A, Col::Seq), (As::A, Col::DRank), (As::A, Col::LRank)])
+            .columns([Col::Seq, Col::DRank, Col::LRank])
             .expr_as(
                 Expr::cust_with_values(
-                    "a.score + $1::float8 * GREATEST(COALESCE(p.score, 0::float8), \
-                     COALESCE(x.score, 0::float8))",
+                    "k.score + $1::float8 * GREATEST(\
+                     CASE WHEN lag(k.joined) OVER (ORDER BY k.seq) \
+                     THEN lag(k.score) OVER (ORDER BY k.seq) ELSE 0::float8 END, \
+                     CASE WHEN k.joined THEN k.next_score ELSE 0::float8 END)",
                     [NEIGHBOUR_WEIGHT],
                 ),
                 Col::Score,
             )
-            .from_as(around.name(), As::A)
-            .join_as(
-                JoinType::LeftJoin,
-                fused.name(),
-                As::P,
-                Expr::col((As::P, Col::Seq)).equals((As::A, Col::Prev)),
-            )
-            .join_as(
-                JoinType::LeftJoin,
-                fused.name(),
-                As::X,
-                Expr::col((As::X, Col::Seq)).equals((As::A, Col::Next)),
-            )
+            .from_as(linked.name(), As::K)
             .to_owned(),
     )
 }
