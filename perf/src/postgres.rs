@@ -519,16 +519,16 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
         // The trace and profile modes search at the first `--pg-ef`, when one is given.
-        let hnsw_at = |schema: &str| PostgresConfig {
+        let traced = PostgresConfig {
             ef_search: opts.ef_sweep.first().copied(),
-            ..pg_config(schema, DenseMode::Hnsw)
+            ..pg_config(&schema, DenseMode::Hnsw)
         };
         if let Some(window) = opts.profile {
-            profile(hnsw_at(&schema), &schema, &hybrid, window).await?;
+            profile(traced, &schema, &hybrid, window).await?;
             continue;
         }
         if let Some(repeat) = opts.trace {
-            trace(hnsw_at(&schema), &schema, &hybrid, repeat, opts.explain).await?;
+            trace(traced, &schema, &hybrid, repeat, opts.explain).await?;
             continue;
         }
         if opts.explain {
