@@ -27,7 +27,7 @@ use cortex_core::{
     Memory, MemoryFilter, MemoryIndex, MemoryKind, MemoryStore, NewMemory, ScoredMemory,
     SearchRequest, hybrid_retrieve, hybrid_retrieve_filtered,
 };
-use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
+use cortex_postgres::{AnnIndex, DenseMode, PostgresConfig, PostgresStore};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -56,6 +56,8 @@ pub(crate) struct FilterOptions {
     pub pg_queries: usize,
     /// Keep the schemas, and reuse one already holding that many memories.
     pub keep: bool,
+    /// The approximate index of the pushdown's index modes.
+    pub ann_index: AnnIndex,
 }
 
 /// One memory's labels.
@@ -167,7 +169,7 @@ pub(crate) async fn run(opts: &FilterOptions) -> Result<(Value, u64), BoxError> 
     let mut pg = Vec::new();
     if let Some(url) = &opts.postgres {
         for &n in &opts.pg_sizes {
-            let (row, failed) = pushdown(url, n, opts.pg_queries, opts.keep, &cases).await?;
+            let (row, failed) = pushdown(url, n, opts, &cases).await?;
             failures += failed;
             pg.push(row);
         }
@@ -345,19 +347,35 @@ fn in_process(n: usize, queries: usize, cases: &[Case]) -> Result<(Value, u64), 
     ))
 }
 
-/// The stores searched, in the table's order: exact, HNSW, and HNSW with the exact
-/// fallback for selective filters turned off (the iterative scan alone).
-const MODES: [&str; 3] = ["exact", "hnsw", "hnsw, no exact fallback"];
+/// The stores searched, in the table's order: exact, the approximate index (HNSW or
+/// IVFFlat), and the index with the exact fallback for selective filters turned off (the
+/// iterative scan alone).
+fn mode_names(index: AnnIndex) -> [String; 3] {
+    let kind = index.as_str();
+    [
+        "exact".into(),
+        kind.into(),
+        format!("{kind}, no exact fallback"),
+    ]
+}
 
-/// The Postgres pushdown over `n` labelled memories in schema `cortex_bench_filters_<n>`.
+/// The Postgres pushdown over `n` labelled memories in schema `cortex_bench_filters_<n>`
+/// (`cortex_bench_filters_ivfflat_<n>` for IVFFlat: one approximate index a schema).
 async fn pushdown(
     url: &str,
     n: usize,
-    queries: usize,
-    keep: bool,
+    opts: &FilterOptions,
     cases: &[Case],
 ) -> Result<(Value, u64), BoxError> {
-    let schema = format!("cortex_bench_filters_{n}");
+    let (queries, keep) = (opts.pg_queries, opts.keep);
+    let schema = match opts.ann_index {
+        AnnIndex::Hnsw => format!("cortex_bench_filters_{n}"),
+        AnnIndex::IvfFlat => format!("cortex_bench_filters_ivfflat_{n}"),
+    };
+    let indexed = |mode| PostgresConfig {
+        ann_index: opts.ann_index,
+        ..config(url, &schema, mode)
+    };
     let mut rng = Rng(n as u64);
     let (corpus, labels) = labelled(n, &mut rng);
     let requests = requests(&corpus, &mut rng, queries).0;
@@ -388,13 +406,13 @@ async fn pushdown(
             .await?;
         PostgresStore::connect(config(url, &schema, DenseMode::Exact)).await?
     };
-    eprintln!("building the HNSW index...");
+    eprintln!("building the {} index...", opts.ann_index.as_str());
     let start = Instant::now();
-    let hnsw = PostgresStore::connect(config(url, &schema, DenseMode::Hnsw)).await?;
+    let hnsw = PostgresStore::connect(indexed(DenseMode::Hnsw)).await?;
     let build = start.elapsed();
     let no_fallback = PostgresStore::connect(PostgresConfig {
         hnsw_threshold: 0,
-        ..config(url, &schema, DenseMode::Hnsw)
+        ..indexed(DenseMode::Hnsw)
     })
     .await?;
     // The in-process path over the store's own rows: what exact search must equal.
@@ -453,11 +471,12 @@ async fn pushdown(
     };
     println!(
         "\nfiltered search, Postgres pushdown: {n} memories in {schema} ({}; memorize {} /s one \
-         client, {} /s {WRITERS} clients), HNSW build {:.1} s, {} hybrid queries of top \
+         client, {} /s {WRITERS} clients), {} build {:.1} s, {} hybrid queries of top \
          {TOP_K}; per query every filter on every store, in orders rotated per query",
         if reuse { "reused" } else { "loaded" },
         rate(|r| r.0),
         rate(|r| r.1),
+        opts.ann_index.as_str(),
         secs(build),
         requests.len()
     );
@@ -467,7 +486,7 @@ async fn pushdown(
     println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut failures = 0u64;
     let mut modes = serde_json::Map::new();
-    for (s, mode) in MODES.iter().enumerate() {
+    for (s, mode) in mode_names(opts.ann_index).iter().enumerate() {
         let unfiltered = &cells[s][0];
         let mut rows = Vec::new();
         for (c, case) in cases.iter().enumerate() {
@@ -513,7 +532,7 @@ async fn pushdown(
             }
             rows.push(row);
         }
-        modes.insert((*mode).to_owned(), Value::Array(rows));
+        modes.insert(mode.clone(), Value::Array(rows));
     }
     if !keep {
         drop_schema(&hnsw, &schema).await?;
@@ -523,7 +542,8 @@ async fn pushdown(
             "n": n, "schema": schema, "reused": reuse, "queries": requests.len(),
             "memorize_one_client_per_s": rates.map(|r| r.0),
             "memorize_concurrent_per_s": rates.map(|r| r.1).filter(|r| r.is_finite()),
-            "hnsw_build_s": secs(build),
+            "ann_index": opts.ann_index.as_str(),
+            "index_build_s": secs(build),
             "modes": modes,
         }),
         failures,

@@ -5,7 +5,8 @@
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--sizes 1000,10000,100000] [--dims 384,768]
 //!     [--postgres URL [--pg-sizes 10000,100000] [--pg-queries 100] [--pg-keep] [--pg-explain]
-//!      [--pg-ef 100,200,400] [--pg-hnsw-m 16] [--pg-hnsw-ef-construction 64] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
+//!      [--pg-ef 100,200,400] [--pg-index hnsw|ivfflat] [--pg-ivf-lists N] [--pg-probes 10,20]
+//!      [--pg-hnsw-m 16] [--pg-hnsw-ef-construction 64] [--pg-profile SECONDS] [--pg-trace RUNS] [--pg-ties 4600]]
 //!     [--local-model DIR [--local-count 10000] [--local-queries 200] [--rerank-model DIR]]
 //! cargo run --release -p cortex-perf -- [--quick] [--json FILE]
 //!     [--load [--load-users 100] [--load-sessions 4] [--load-secs 60]]
@@ -48,7 +49,7 @@ use cortex_core::{
     CortexMemory, EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
     PARALLEL_LISTS_FROM, hybrid_retrieve,
 };
-use cortex_postgres::HnswBuild;
+use cortex_postgres::{AnnIndex, HnswBuild};
 use cortex_providers::FakeProvider;
 use cortex_providers::fake::FAKE_MODEL;
 use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
@@ -112,9 +113,19 @@ struct Options {
     /// Print the search plans (EXPLAIN ANALYZE).
     #[arg(long)]
     pg_explain: bool,
-    /// An hnsw.ef_search sweep.
+    /// An hnsw.ef_search sweep (with `--pg-index hnsw`).
     #[arg(long, value_delimiter = ',')]
     pg_ef: Vec<usize>,
+    /// Which approximate index the Postgres "hnsw" rows build and search: hnsw or ivfflat
+    /// (a kept schema's index of the other kind is dropped).
+    #[arg(long, default_value = "hnsw")]
+    pg_index: AnnIndex,
+    /// The IVFFlat index's lists (default: from the rows, as the store picks them).
+    #[arg(long)]
+    pg_ivf_lists: Option<u32>,
+    /// An ivfflat.probes sweep (with `--pg-index ivfflat`).
+    #[arg(long, value_delimiter = ',')]
+    pg_probes: Vec<usize>,
     /// pgvector's `m` for the HNSW index (default 16; a kept schema's index built
     /// otherwise is built again).
     #[arg(long)]
@@ -349,7 +360,12 @@ async fn main() -> Result<(), BoxError> {
                         .unwrap_or(HnswBuild::default().ef_construction),
                 }
                 .check()?,
-                ef_sweep: opts.pg_ef.clone(),
+                ann_index: opts.pg_index,
+                ivf_lists: opts.pg_ivf_lists,
+                ef_sweep: match opts.pg_index {
+                    AnnIndex::Hnsw => opts.pg_ef.clone(),
+                    AnnIndex::IvfFlat => opts.pg_probes.clone(),
+                },
                 budget_sweep: opts.pg_budgets.clone(),
                 lookup_sweep: opts.pg_lookup_costs.clone(),
                 profile: opts.pg_profile.map(std::time::Duration::from_secs),
@@ -410,6 +426,7 @@ async fn filters_mode(opts: &Options) -> Result<(), BoxError> {
             .unwrap_or(vec![if q { 2_000 } else { 100_000 }]),
         pg_queries: opts.pg_queries.unwrap_or(if q { 20 } else { 100 }),
         keep: opts.pg_keep,
+        ann_index: opts.pg_index,
     };
     let (report, failures) = filtered::run(&filter_opts).await?;
     if let Some(path) = &opts.json {

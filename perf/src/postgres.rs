@@ -15,8 +15,8 @@ use cortex_core::{
     CortexError, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest,
 };
 use cortex_postgres::{
-    DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, HnswBuild, PostgresConfig, PostgresStore,
-    RarestFirstLookups,
+    AnnIndex, DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, HnswBuild, IvfFlat,
+    PostgresConfig, PostgresStore, RarestFirstLookups,
 };
 use serde_json::{Value, json};
 
@@ -43,7 +43,12 @@ pub struct PgOptions {
     /// How the HNSW index is built; a kept schema's index built otherwise is dropped and
     /// built again with these.
     pub hnsw_build: HnswBuild,
-    /// Also run HNSW with these fixed `hnsw.ef_search` values.
+    /// Which approximate index the "hnsw" rows build and search (HNSW or IVFFlat).
+    pub ann_index: AnnIndex,
+    /// The IVFFlat index's lists (`None`: from the rows, as the store picks them).
+    pub ivf_lists: Option<u32>,
+    /// Also search the index at these fixed widths: `hnsw.ef_search` values for HNSW,
+    /// `ivfflat.probes` for IVFFlat.
     pub ef_sweep: Vec<usize>,
     /// Also run HNSW hybrid searches at these BM25 prune budgets.
     pub budget_sweep: Vec<u64>,
@@ -475,15 +480,37 @@ async fn explain(
 /// Runs every size, prints the table's rows and returns them.
 pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
     println!(
-        "\n| memories | memorize, 1 client (/s) | memorize, {WRITERS} clients (/s) | HNSW build (s) | mode | hybrid p50 (ms) | hybrid p95 (ms) | dense-only p50 (ms) | dense-only p95 (ms) | overlap@10 with exact (hybrid / dense-only) |"
+        "\n| memories | memorize, 1 client (/s) | memorize, {WRITERS} clients (/s) | index build (s) | mode | hybrid p50 (ms) | hybrid p95 (ms) | dense-only p50 (ms) | dense-only p95 (ms) | overlap@10 with exact (hybrid / dense-only) |"
     );
     println!("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|");
     let mut rows = Vec::new();
-    // Every handle builds the HNSW index, if it is the one to, with the settings asked for.
+    // Every handle builds the approximate index, if it is the one to, with the settings
+    // asked for.
     let pg_config = |schema: &str, mode: DenseMode| PostgresConfig {
         hnsw_build: opts.hnsw_build,
+        ann_index: opts.ann_index,
+        ivfflat: IvfFlat {
+            lists: opts.ivf_lists,
+            probes: None,
+        },
         ..config(&opts.url, schema, mode)
     };
+    // A search width of the sweep: `hnsw.ef_search`, or `ivfflat.probes`.
+    let kind = opts.ann_index.as_str();
+    let (width_name, with_width): (&str, fn(PostgresConfig, usize) -> PostgresConfig) =
+        match opts.ann_index {
+            AnnIndex::Hnsw => ("ef_search", |c: PostgresConfig, w: usize| PostgresConfig {
+                ef_search: Some(w),
+                ..c
+            }),
+            AnnIndex::IvfFlat => ("probes", |c: PostgresConfig, w: usize| PostgresConfig {
+                ivfflat: IvfFlat {
+                    probes: Some(u32::try_from(w).unwrap_or(u32::MAX)),
+                    ..c.ivfflat
+                },
+                ..c
+            }),
+        };
     for &n in &opts.sizes {
         let schema = format!("cortex_bench_{n}");
         let mut rng = Rng(n as u64);
@@ -519,9 +546,9 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         };
         let (hybrid, dense_only) = requests(&corpus, &mut rng, opts.queries);
         // The trace and profile modes search at the first `--pg-ef`, when one is given.
-        let traced = PostgresConfig {
-            ef_search: opts.ef_sweep.first().copied(),
-            ..pg_config(&schema, DenseMode::Hnsw)
+        let traced = match opts.ef_sweep.first() {
+            Some(&w) => with_width(pg_config(&schema, DenseMode::Hnsw), w),
+            None => pg_config(&schema, DenseMode::Hnsw),
         };
         if let Some(window) = opts.profile {
             profile(traced, &schema, &hybrid, window).await?;
@@ -552,27 +579,45 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         let share = |n: u64| n as f64 * 100.0 / searches;
 
         let built = exact.diagnostics().hnsw_built_with().await?;
-        if built.is_some_and(|b| b != opts.hnsw_build) {
-            // A kept schema's index built with other settings: timed afresh with these.
-            eprintln!("dropping the HNSW index built with {built:?}...");
+        let lists = exact.diagnostics().ivfflat_lists().await?;
+        // A kept schema's index of the other kind, or built with other settings: dropped,
+        // so that the searches use the one asked for, timed afresh.
+        let stale = match opts.ann_index {
+            AnnIndex::Hnsw => [built.is_some_and(|b| b != opts.hnsw_build), lists.is_some()],
+            AnnIndex::IvfFlat => [
+                built.is_some(),
+                lists.is_some_and(|l| opts.ivf_lists.is_some_and(|want| want != l)),
+            ],
+        };
+        let indexes = [
+            "memories_embedding_hnsw_half",
+            "memories_embedding_ivfflat_half",
+        ];
+        for (index, _) in indexes.into_iter().zip(stale).filter(|(_, stale)| *stale) {
+            eprintln!("dropping {index} (HNSW built with {built:?}, IVFFlat lists {lists:?})...");
             exact
                 .pool()
                 .get()
                 .await?
-                .batch_execute(&format!(
-                    "DROP INDEX IF EXISTS {schema}.memories_embedding_hnsw_half"
-                ))
+                .batch_execute(&format!("DROP INDEX IF EXISTS {schema}.{index}"))
                 .await?;
         }
         let HnswBuild { m, ef_construction } = opts.hnsw_build;
-        eprintln!("building the HNSW index (m = {m}, ef_construction = {ef_construction})...");
+        match opts.ann_index {
+            AnnIndex::Hnsw => eprintln!(
+                "building the HNSW index (m = {m}, ef_construction = {ef_construction})..."
+            ),
+            AnnIndex::IvfFlat => {
+                eprintln!("building the IVFFlat index (lists {:?})...", opts.ivf_lists)
+            }
+        }
         let start = Instant::now();
         let hnsw = PostgresStore::connect(pg_config(&schema, DenseMode::Hnsw)).await?;
         let build = start.elapsed();
         if opts.explain {
             explain(&hnsw, "hnsw", &[&dense_only[0], &hybrid[0]]).await?;
         }
-        eprintln!("HNSW searches...");
+        eprintln!("{kind} searches...");
         // The default, measured paired with every search on one connection (the dense
         // side after the BM25 side instead of beside it).
         let serial = PostgresStore::connect(PostgresConfig {
@@ -637,7 +682,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             share(paths.full)
         );
         line(
-            "hnsw",
+            kind,
             &hnsw_h,
             &hnsw_d,
             &format!("{:.1}", secs(build)),
@@ -647,9 +692,14 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
         );
         // An index larger than shared_buffers is read through the kernel's cache.
         let memory = hnsw.diagnostics().hnsw_memory().await?;
+        let lists = hnsw.diagnostics().ivfflat_lists().await?;
         println!(
-            "| {n} | | | | hnsw index {:.0} MB, shared_buffers {:.0} MB ({}) | | | | | |",
+            "| {n} | | | | {kind} index {:.0} MB{}, shared_buffers {:.0} MB ({}) | | | | | |",
             memory.index_bytes as f64 / 1e6,
+            match (opts.ann_index, lists) {
+                (AnnIndex::IvfFlat, Some(l)) => format!(", {l} lists"),
+                _ => String::new(),
+            },
             memory.shared_buffers_bytes as f64 / 1e6,
             if memory.fits() {
                 "fits"
@@ -667,14 +717,14 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .join(", ")
         };
         println!(
-            "| {n} | | | | hnsw hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection; {} walked the graph twice |",
+            "| {n} | | | | {kind} hybrid searches by BM25 path | | | | | {}; rarest-first: {looked_up} of {candidates} candidates looked up; {} of {} searches with the dense side on a second connection; {} walked the index twice |",
             by_path(&hnsw_h),
             hnsw_h.side_by_side,
             hnsw_h.latencies.len(),
             hnsw_h.rewalks
         );
         println!(
-            "| {n} | | | | hnsw, one connection per search | {:.1} | {:.1} | | | (paired with the hnsw row, alternating per query: p50 {:.2}x, p95 {:.2}x the hnsw row's) |",
+            "| {n} | | | | {kind}, one connection per search | {:.1} | {:.1} | | | (paired with the {kind} row, alternating per query: p50 {:.2}x, p95 {:.2}x the {kind} row's) |",
             serial_h.latencies.p50(),
             serial_h.latencies.p95(),
             serial_h.latencies.p50() / hnsw_h.latencies.p50(),
@@ -685,11 +735,13 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             // The default (the graph walked first without the iterative scan), paired
             // query by query with the iterative scan from the start.
             let connect = |plain_walk| {
-                PostgresStore::connect(PostgresConfig {
-                    ef_search: Some(ef),
-                    plain_walk,
-                    ..pg_config(&schema, DenseMode::Hnsw)
-                })
+                PostgresStore::connect(with_width(
+                    PostgresConfig {
+                        plain_walk,
+                        ..pg_config(&schema, DenseMode::Hnsw)
+                    },
+                    ef,
+                ))
             };
             let (store, iterative) = (connect(true).await?, connect(false).await?);
             for r in hybrid.iter().chain(&dense_only).take(5) {
@@ -711,7 +763,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 .filter(|(a, b)| a == b)
                 .count();
             line(
-                &format!("hnsw, ef_search {ef}"),
+                &format!("{kind}, {width_name} {ef}"),
                 &h,
                 &d,
                 "",
@@ -720,7 +772,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 String::new(),
             );
             line(
-                &format!("hnsw, ef_search {ef}, iterative scan from the start"),
+                &format!("{kind}, {width_name} {ef}, iterative scan from the start"),
                 &hi,
                 &di,
                 "",
@@ -737,7 +789,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
                 String::new(),
                 String::new(),
             );
-            sweep.push(json!({ "ef_search": ef, "hybrid_p50_ms": h.latencies.p50(),
+            sweep.push(json!({ width_name: ef, "hybrid_p50_ms": h.latencies.p50(),
                 "dense_p50_ms": d.latencies.p50(), "overlap_hybrid": o.0, "overlap_dense": o.1,
                 "iterative_hybrid_p50_ms": hi.latencies.p50(), "iterative_dense_p50_ms": di.latencies.p50(),
                 "rewalks": h.rewalks + d.rewalks }));
@@ -757,7 +809,7 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             .await?;
             let h = run(&store, &hybrid).await?;
             println!(
-                "| {n} | | | | hnsw, prune budget {budget}, lookup cost {lookup_cost} | {:.1} | {:.1} | | | {:.3} / - ({}) |",
+                "| {n} | | | | {kind}, prune budget {budget}, lookup cost {lookup_cost} | {:.1} | {:.1} | | | {:.3} / - ({}) |",
                 h.latencies.p50(),
                 h.latencies.p95(),
                 overlap(&exact_h.results, &h.results),
@@ -772,7 +824,9 @@ pub async fn measure(opts: &PgOptions) -> Result<Value, BoxError> {
             "n": n,
             "memorize_one_client_per_s": load_rates.map(|r| r.0),
             "memorize_concurrent_per_s": load_rates.map(|r| r.1).filter(|r| r.is_finite()),
-            "hnsw_build_s": secs(build),
+            "ann_index": kind,
+            "ivfflat_lists": lists,
+            "index_build_s": secs(build),
             "hnsw_m": m,
             "hnsw_ef_construction": ef_construction,
             "hnsw_index_bytes": memory.index_bytes,

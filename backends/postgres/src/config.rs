@@ -59,6 +59,77 @@ impl HnswBuild {
     }
 }
 
+/// Which approximate index `hnsw` mode (and `auto` past its threshold) searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AnnIndex {
+    /// pgvector's HNSW graph: good recall on any data and no training, a slow build.
+    #[default]
+    Hnsw,
+    /// pgvector's IVFFlat: the vectors split into k-means lists when the index is built,
+    /// a search scanning the lists nearest the query (see [`IvfFlat`]). Builds many times
+    /// faster than HNSW; the lists are trained on the rows there at build time, so a store
+    /// that has grown far past them needs the index built again (the store logs when).
+    IvfFlat,
+}
+
+impl AnnIndex {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnnIndex::Hnsw => "hnsw",
+            AnnIndex::IvfFlat => "ivfflat",
+        }
+    }
+}
+
+impl FromStr for AnnIndex {
+    type Err = StoreError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "hnsw" | "" => Ok(AnnIndex::Hnsw),
+            "ivfflat" => Ok(AnnIndex::IvfFlat),
+            other => Err(StoreError::Config(format!(
+                "CORTEX_PG_ANN_INDEX must be hnsw or ivfflat; got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// pgvector's upper bound for an IVFFlat index's lists.
+pub const MAX_IVF_LISTS: u32 = 32_768;
+
+/// How the IVFFlat index is built and searched (with [`AnnIndex::IvfFlat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IvfFlat {
+    /// Lists when the index is built; `None` takes them from the live rows then, as
+    /// pgvector advises: a list per thousand rows up to a million rows, the square root of
+    /// the rows beyond.
+    pub lists: Option<u32>,
+    /// `ivfflat.probes`, the lists a search scans; `None` is the square root of the
+    /// index's lists, rounded up. More finds more of the exact neighbours, slower; as many
+    /// as the lists scans every vector.
+    pub probes: Option<u32>,
+}
+
+impl IvfFlat {
+    /// pgvector's ranges: lists 1 to 32,768, probes at least 1.
+    pub fn check(self) -> Result<Self, StoreError> {
+        if let Some(lists) = self.lists
+            && !(1..=MAX_IVF_LISTS).contains(&lists)
+        {
+            return Err(StoreError::Config(format!(
+                "CORTEX_PG_IVF_LISTS must be 1 to {MAX_IVF_LISTS} (pgvector's range); got {lists}"
+            )));
+        }
+        if self.probes == Some(0) {
+            return Err(StoreError::Config(
+                "CORTEX_PG_IVF_PROBES must be at least 1".into(),
+            ));
+        }
+        Ok(self)
+    }
+}
+
 /// How many postings a search's rarest query terms may have in all for the BM25 side to
 /// try pruning (see `search`): what it reads before it knows whether pruning holds.
 pub const DEFAULT_PRUNE_BUDGET: u64 = 8192;
@@ -204,6 +275,10 @@ pub struct PostgresConfig {
     pub ef_search: Option<usize>,
     /// How the HNSW index is built when it is (see [`HnswBuild`]).
     pub hnsw_build: HnswBuild,
+    /// Which approximate index `hnsw` and `auto` mode build and search.
+    pub ann_index: AnnIndex,
+    /// How the IVFFlat index is built and searched, when it is the one.
+    pub ivfflat: IvfFlat,
     /// Whether a search with query terms may run its dense side on a second pooled
     /// connection, beside the BM25 side, when one is free at that moment (in the same
     /// snapshot; the results are the same either way). Off, every search uses one
@@ -232,6 +307,8 @@ impl PostgresConfig {
             lookup_cost: DEFAULT_LOOKUP_COST,
             ef_search: None,
             hnsw_build: HnswBuild::default(),
+            ann_index: AnnIndex::default(),
+            ivfflat: IvfFlat::default(),
             parallel_search: true,
             plain_walk: true,
             timeouts: Timeouts::default(),
@@ -242,7 +319,8 @@ impl PostgresConfig {
     /// `CORTEX_PG_SCHEMA`, `CORTEX_PG_DENSE_MODE` (exact|hnsw|auto),
     /// `CORTEX_PG_HNSW_THRESHOLD`, `CORTEX_PG_PUSHDOWN` (1/0), `CORTEX_PG_PRUNE_BUDGET`,
     /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000), `CORTEX_PG_HNSW_M`,
-    /// `CORTEX_PG_HNSW_EF_CONSTRUCTION`,
+    /// `CORTEX_PG_HNSW_EF_CONSTRUCTION`, `CORTEX_PG_ANN_INDEX` (hnsw|ivfflat),
+    /// `CORTEX_PG_IVF_LISTS`, `CORTEX_PG_IVF_PROBES`,
     /// `CORTEX_PG_PARALLEL_SEARCH` (1/0), `CORTEX_PG_PLAIN_WALK` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
     /// none) through `get`: the app passes its one reader of the process environment
     /// (`cortex_app::env_var`), tests pass a map. The network timeouts other than the
@@ -297,6 +375,16 @@ impl PostgresConfig {
                 parse_number("CORTEX_PG_HNSW_EF_CONSTRUCTION", &ef)?;
         }
         config.hnsw_build.check()?;
+        if let Some(index) = get("CORTEX_PG_ANN_INDEX") {
+            config.ann_index = index.parse()?;
+        }
+        if let Some(n) = get("CORTEX_PG_IVF_LISTS").filter(|v| !v.trim().is_empty()) {
+            config.ivfflat.lists = Some(parse_number("CORTEX_PG_IVF_LISTS", &n)?);
+        }
+        if let Some(n) = get("CORTEX_PG_IVF_PROBES").filter(|v| !v.trim().is_empty()) {
+            config.ivfflat.probes = Some(parse_number("CORTEX_PG_IVF_PROBES", &n)?);
+        }
+        config.ivfflat.check()?;
         if let Some(flag) = get("CORTEX_PG_PUSHDOWN") {
             config.pushdown = parse_flag("CORTEX_PG_PUSHDOWN", &flag)?;
         }
@@ -373,6 +461,8 @@ impl fmt::Debug for PostgresConfig {
             .field("lookup_cost", &self.lookup_cost)
             .field("ef_search", &self.ef_search)
             .field("hnsw_build", &self.hnsw_build)
+            .field("ann_index", &self.ann_index)
+            .field("ivfflat", &self.ivfflat)
             .field("parallel_search", &self.parallel_search)
             .field("plain_walk", &self.plain_walk)
             .field("timeouts", &self.timeouts)
@@ -454,6 +544,9 @@ mod tests {
             ("CORTEX_PG_EF_SEARCH", "300"),
             ("CORTEX_PG_HNSW_M", "24"),
             ("CORTEX_PG_HNSW_EF_CONSTRUCTION", "128"),
+            ("CORTEX_PG_ANN_INDEX", "IVFFlat"),
+            ("CORTEX_PG_IVF_LISTS", "400"),
+            ("CORTEX_PG_IVF_PROBES", "12"),
             ("CORTEX_PG_PARALLEL_SEARCH", "off"),
             ("CORTEX_PG_PLAIN_WALK", "0"),
             ("CORTEX_PG_STATEMENT_TIMEOUT_SECS", "5"),
@@ -477,6 +570,15 @@ mod tests {
             }
         );
         assert_eq!(PostgresConfig::new("x").hnsw_build, HnswBuild::default());
+        assert_eq!(c.ann_index, AnnIndex::IvfFlat);
+        assert_eq!(
+            c.ivfflat,
+            IvfFlat {
+                lists: Some(400),
+                probes: Some(12)
+            }
+        );
+        assert_eq!(PostgresConfig::new("x").ann_index, AnnIndex::Hnsw);
         assert!(!c.parallel_search);
         assert!(!c.plain_walk);
         assert!(PostgresConfig::new("x").plain_walk);
@@ -560,6 +662,10 @@ mod tests {
         assert!(bad("CORTEX_PG_EF_SEARCH", "0").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_EF_SEARCH", "5000").contains("1 to 1000"));
         assert!(bad("CORTEX_PG_HNSW_M", "1").contains("2 to 100"));
+        assert!(bad("CORTEX_PG_ANN_INDEX", "ivf").contains("hnsw or ivfflat"));
+        assert!(bad("CORTEX_PG_IVF_LISTS", "0").contains("1 to 32768"));
+        assert!(bad("CORTEX_PG_IVF_LISTS", "40000").contains("1 to 32768"));
+        assert!(bad("CORTEX_PG_IVF_PROBES", "0").contains("at least 1"));
         assert!(bad("CORTEX_PG_HNSW_M", "sixteen").contains("CORTEX_PG_HNSW_M"));
         // 40 links want at least 80 candidates while linking; the default 64 is too few.
         assert!(bad("CORTEX_PG_HNSW_M", "40").contains("at least twice"));

@@ -6,9 +6,10 @@
 use cortex_core::embedding::normalized;
 use cortex_core::{SearchRequest, StoreError};
 
-use crate::config::HnswBuild;
+use crate::config::{AnnIndex, HnswBuild};
 use crate::hnsw_memory::{HnswMemory, hnsw_memory};
 use crate::search::dense_plan::{HNSW_INDEX, hnsw_built_with};
+use crate::search::ivfflat::{IVFFLAT_INDEX, built_lists};
 use crate::search::lexical_path::{LexicalPaths, RarestFirstLookups};
 use crate::store::PostgresStore;
 
@@ -106,13 +107,29 @@ impl Diagnostics<'_> {
             .await
     }
 
-    /// The HNSW index's size beside the server's `shared_buffers`: an index that does
-    /// not fit makes every HNSW search several times slower (see [`HnswMemory`]).
+    /// The approximate index's size beside the server's `shared_buffers` (HNSW's, or
+    /// IVFFlat's when [`ann_index`](crate::PostgresConfig::ann_index) names it): an HNSW
+    /// index that does not fit makes every search several times slower (see
+    /// [`HnswMemory`]).
     pub async fn hnsw_memory(&self) -> Result<HnswMemory, StoreError> {
+        let index = match self.store.config().ann_index {
+            AnnIndex::Hnsw => HNSW_INDEX,
+            AnnIndex::IvfFlat => IVFFLAT_INDEX,
+        };
         self.store
             .bounded(async {
                 let client = self.store.client().await?;
-                hnsw_memory(&client, self.store.names(), HNSW_INDEX).await
+                hnsw_memory(&client, self.store.names(), index).await
+            })
+            .await
+    }
+
+    /// The lists the IVFFlat index was built with, `None` while there is none.
+    pub async fn ivfflat_lists(&self) -> Result<Option<u32>, StoreError> {
+        self.store
+            .bounded(async {
+                let client = self.store.client().await?;
+                built_lists(&client, self.store.names()).await
             })
             .await
     }

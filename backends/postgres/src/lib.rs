@@ -49,8 +49,8 @@ mod tls;
 mod transfer;
 
 pub use config::{
-    DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
-    DenseMode, HnswBuild, PostgresConfig, Timeouts,
+    AnnIndex, DEFAULT_HNSW_THRESHOLD, DEFAULT_LOOKUP_COST, DEFAULT_POOL_SIZE, DEFAULT_PRUNE_BUDGET,
+    DenseMode, HnswBuild, IvfFlat, MAX_IVF_LISTS, PostgresConfig, Timeouts,
 };
 pub use diagnostics::Diagnostics;
 pub use error::PostgresError;

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
@@ -22,7 +22,7 @@ use sea_query::{Expr, ExprTrait, LockType, OnConflict, Order, Query};
 use tokio_postgres::IsolationLevel;
 
 use crate::codec::{SUPERSESSION_COLUMNS, memory_columns, memory_of, supersession_of};
-use crate::config::{DenseMode, PostgresConfig};
+use crate::config::{AnnIndex, DenseMode, PostgresConfig};
 use crate::filter::{any_expired, filter_conditions};
 use crate::meta::{
     generation_of, read_generation, read_signature, read_signature_locked, record_signature,
@@ -34,7 +34,7 @@ use crate::prefix::prefix_bounds;
 use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
 use crate::search::dense_plan::{
-    DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, ensure_hnsw_index, passing_count,
+    DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, ensure_ann_index, passing_count,
 };
 use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
@@ -62,8 +62,11 @@ struct Inner {
     server: ServerInfo,
     /// The signature once read or written; only a re-embedding's switch changes it.
     signature: RwLock<Option<EmbeddingSignature>>,
-    hnsw_ready: AtomicBool,
-    hnsw_building: AtomicBool,
+    /// Whether the approximate index (`ann_index`) is there, and whether a task builds it.
+    index_ready: AtomicBool,
+    index_building: AtomicBool,
+    /// The IVFFlat index's lists once it is there (its searches' default probes).
+    ivf_lists: AtomicU32,
     /// Each user's live count as last seen, to choose exact or HNSW in `auto` mode and
     /// whether an HNSW walk may skip the iterative scan (not kept in `exact` mode).
     live_counts: Mutex<HashMap<String, u64>>,
@@ -119,8 +122,9 @@ impl PostgresStore {
                 config,
                 server,
                 signature: RwLock::new(None),
-                hnsw_ready: AtomicBool::new(false),
-                hnsw_building: AtomicBool::new(false),
+                index_ready: AtomicBool::new(false),
+                index_building: AtomicBool::new(false),
+                ivf_lists: AtomicU32::new(0),
                 live_counts: Mutex::new(HashMap::new()),
                 lexical_paths: PathCounters::default(),
                 parallel_searches: AtomicU64::new(0),
@@ -132,7 +136,7 @@ impl PostgresStore {
         if store.inner.config.dense_mode == DenseMode::Hnsw
             && let Some(signature) = store.known_signature().await?
         {
-            store.ensure_hnsw(signature.dimension).await?;
+            store.ensure_index(signature.dimension).await?;
         }
         Ok(store)
     }
@@ -186,7 +190,7 @@ impl PostgresStore {
             .as_ref()
             .is_some_and(|k| k.dimension != signature.dimension)
         {
-            self.inner.hnsw_ready.store(false, Ordering::Release);
+            self.inner.index_ready.store(false, Ordering::Release);
         }
         *known = Some(signature);
     }
@@ -206,18 +210,19 @@ impl PostgresStore {
     /// Builds the HNSW index on a task of its own: a call past its deadline stops waiting
     /// for a long build without cutting it off midway (an interrupted concurrent build
     /// leaves an invalid index that searches ignore until it is rebuilt by hand).
-    async fn ensure_hnsw(&self, dimension: usize) -> Result<(), StoreError> {
-        if self.inner.hnsw_ready.load(Ordering::Acquire) {
+    async fn ensure_index(&self, dimension: usize) -> Result<(), StoreError> {
+        if self.inner.index_ready.load(Ordering::Acquire) {
             return Ok(());
         }
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
-            ensure_hnsw_index(
+            ensure_ann_index(
                 &inner.pool,
                 &inner.names,
                 dimension,
-                inner.config.hnsw_build,
-                &inner.hnsw_ready,
+                &inner.config,
+                &inner.index_ready,
+                &inner.ivf_lists,
             )
             .await
         })
@@ -236,7 +241,7 @@ impl PostgresStore {
         filter: &MemoryFilter,
     ) -> Result<DensePlan, StoreError> {
         let plan = self.unfiltered_plan(user, dimension).await?;
-        if !plan.is_hnsw() || filter.is_empty() || !self.few_pass(user, filter).await? {
+        if !plan.is_index() || filter.is_empty() || !self.few_pass(user, filter).await? {
             return Ok(plan);
         }
         self.inner.filtered_exact.fetch_add(1, Ordering::Relaxed);
@@ -302,8 +307,8 @@ impl PostgresStore {
         match self.inner.config.dense_mode {
             DenseMode::Exact => Ok(DensePlan::Exact),
             DenseMode::Hnsw => {
-                self.ensure_hnsw(dimension).await?;
-                Ok(DensePlan::Hnsw { dimension })
+                self.ensure_index(dimension).await?;
+                Ok(DensePlan::Index { dimension })
             }
             DenseMode::Auto => {
                 if check_hnsw_dimension(dimension).is_err() {
@@ -323,24 +328,29 @@ impl PostgresStore {
                 if live < self.inner.config.hnsw_threshold {
                     return Ok(DensePlan::Exact);
                 }
-                if self.inner.hnsw_ready.load(Ordering::Acquire) {
-                    return Ok(DensePlan::Hnsw { dimension });
+                if self.inner.index_ready.load(Ordering::Acquire) {
+                    return Ok(DensePlan::Index { dimension });
                 }
                 // Build the index in the background; search exactly until it is there.
-                if !self.inner.hnsw_building.swap(true, Ordering::AcqRel) {
+                if !self.inner.index_building.swap(true, Ordering::AcqRel) {
                     let inner = Arc::clone(&self.inner);
                     tokio::spawn(async move {
-                        let built = ensure_hnsw_index(
+                        let built = ensure_ann_index(
                             &inner.pool,
                             &inner.names,
                             dimension,
-                            inner.config.hnsw_build,
-                            &inner.hnsw_ready,
+                            &inner.config,
+                            &inner.index_ready,
+                            &inner.ivf_lists,
                         )
                         .await;
                         if let Err(e) = built {
-                            tracing::warn!(error = %e, "building the HNSW index failed");
-                            inner.hnsw_building.store(false, Ordering::Release);
+                            tracing::warn!(
+                                error = %e,
+                                index = inner.config.ann_index.as_str(),
+                                "building the approximate index failed"
+                            );
+                            inner.index_building.store(false, Ordering::Release);
                         }
                     });
                 }
@@ -395,12 +405,13 @@ impl PostgresStore {
                 config: &self.inner.config,
                 pool: &self.inner.pool,
                 iterative_scan: self.inner.server.iterative_scan,
+                ivf_lists: self.inner.ivf_lists.load(Ordering::Acquire),
             },
             plan,
             user,
             unit,
             request,
-            plain_first: plan.is_hnsw()
+            plain_first: plan.is_index()
                 && self.inner.config.plain_walk
                 && request.filter.is_empty()
                 && self.walks_plain(user, request),
@@ -580,9 +591,13 @@ impl MemoryStore for PostgresStore {
             // Back to the pool before anything else takes a connection.
             drop(client);
             self.remember_signature(signature.clone());
-            if first && self.inner.config.dense_mode == DenseMode::Hnsw {
-                // The table is empty but for this row: building now is instant.
-                self.ensure_hnsw(signature.dimension).await?;
+            if first
+                && self.inner.config.dense_mode == DenseMode::Hnsw
+                && self.inner.config.ann_index == AnnIndex::Hnsw
+            {
+                // The table is empty but for this row: building now is instant. (IVFFlat's
+                // lists would be trained on this one row: its first search builds it.)
+                self.ensure_index(signature.dimension).await?;
             }
             Ok(Added {
                 memory: memory.clone().into_memory(seq),

@@ -19,8 +19,8 @@ use cortex_core::{
     SearchRequest, StoreError,
 };
 use cortex_postgres::{
-    DenseMode, HnswBuild, LexicalPaths, PostgresConfig, PostgresStore, RarestFirstLookups,
-    SCHEMA_VERSION,
+    AnnIndex, DenseMode, HnswBuild, IvfFlat, LexicalPaths, PostgresConfig, PostgresStore,
+    RarestFirstLookups, SCHEMA_VERSION,
 };
 use pgvector::Vector;
 use support::TestSchema;
@@ -900,6 +900,145 @@ async fn hnsw_mode_uses_the_index_and_keeps_settings_local() {
             .any(|l| l.contains("memories_embedding_hnsw_half")),
         "{plan:#?}"
     );
+}
+
+/// With `ann_index = ivfflat` the store builds IVFFlat lists instead of the HNSW graph, at
+/// its first search (lists trained on one row would be worthless), and searches them with
+/// `ivfflat.probes` set for the search alone. Probing every list reads every vector, so
+/// the results equal exact mode's, query for query; probing one of them must miss some of
+/// the exact neighbours, which shows the searches went through the lists. The planner is
+/// kept off sorting, so it takes the index even on this small table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ivfflat_mode_builds_lists_and_equals_exact_when_probing_them_all() {
+    require_db!();
+    let schema = TestSchema::new("ivf", true, DenseMode::Hnsw).await;
+    let separator = if schema.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{separator}options=-c%20enable_sort%3Doff", schema.url);
+    let connect = |lists: Option<u32>, probes: u32| {
+        PostgresStore::connect(PostgresConfig {
+            url: url.clone(),
+            ann_index: AnnIndex::IvfFlat,
+            ivfflat: IvfFlat {
+                lists,
+                probes: Some(probes),
+            },
+            ..support::config(&schema.url, &schema.schema, true, DenseMode::Hnsw)
+        })
+    };
+    let all = connect(Some(4), 4).await.unwrap();
+    let dim = 16;
+    let sig = EmbeddingSignature::new("m", dim);
+    let mut rng = Rng(5);
+    let mut vectors = Vec::new();
+    for i in 0..400 {
+        let v: Vec<f32> = (0..dim).map(|_| rng.float()).collect();
+        // Two users: the lists hold both, a search must keep to its own.
+        let user = if i % 4 == 3 { "other" } else { "v" };
+        all.add(
+            &memory(user, &format!("note {i} about topic {}", i % 7)),
+            &v,
+            &sig,
+        )
+        .await
+        .unwrap();
+        vectors.push(v);
+    }
+    assert_eq!(
+        all.diagnostics().ivfflat_lists().await.unwrap(),
+        None,
+        "built before the first search"
+    );
+    let exact = PostgresStore::connect(PostgresConfig {
+        dense_mode: DenseMode::Exact,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Exact)
+    })
+    .await
+    .unwrap();
+    let request = |q: &[f32], text: &str| SearchRequest {
+        query: text.into(),
+        terms: query_terms(text),
+        embedding: q.to_vec(),
+        top_k: 10,
+        filter: Default::default(),
+    };
+    let (mut same, mut searches) = (0, 0);
+    for q in vectors.iter().take(20) {
+        for text in ["", "topic 3"] {
+            let a = all.search("v", &request(q, text)).await.unwrap();
+            let b = exact.search("v", &request(q, text)).await.unwrap();
+            assert_eq!(a.len(), 10);
+            assert!(a.iter().all(|h| h.memory.user_id == "v"));
+            same += usize::from(a == b);
+            searches += 1;
+        }
+    }
+    assert_eq!(same, searches, "every list probed: the exact results");
+    assert_eq!(all.diagnostics().ivfflat_lists().await.unwrap(), Some(4));
+    assert!(all.diagnostics().hnsw_memory().await.unwrap().index_bytes > 0);
+    assert_eq!(all.diagnostics().hnsw_built_with().await.unwrap(), None);
+
+    let one = connect(None, 1).await.unwrap();
+    let mut missed = 0;
+    for q in vectors.iter().skip(100).take(20) {
+        let a = one.search("v", &request(q, "")).await.unwrap();
+        let b = exact.search("v", &request(q, "")).await.unwrap();
+        assert_eq!(a.len(), 10);
+        missed += usize::from(a != b);
+    }
+    assert!(
+        missed > 0,
+        "one list of four probed found every exact top 10"
+    );
+    // The index built by the first handle is kept: lists are set when it is built.
+    assert_eq!(one.diagnostics().ivfflat_lists().await.unwrap(), Some(4));
+    let client = one.pool().get().await.unwrap();
+    for setting in ["ivfflat.probes", "ivfflat.iterative_scan"] {
+        let value: String = client
+            .query_one(&format!("SHOW {setting}"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        let default = if setting == "ivfflat.probes" {
+            "1"
+        } else {
+            "off"
+        };
+        assert_eq!(
+            value, default,
+            "the search's {setting} leaked into the session"
+        );
+    }
+}
+
+/// Without `lists`, an IVFFlat index takes them from the live rows when it is built: one
+/// per thousand, at least one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ivfflat_lists_follow_the_rows_at_build_time() {
+    require_db!();
+    let schema = TestSchema::new("ivfrows", true, DenseMode::Hnsw).await;
+    let store = PostgresStore::connect(PostgresConfig {
+        ann_index: AnnIndex::IvfFlat,
+        ..support::config(&schema.url, &schema.schema, true, DenseMode::Hnsw)
+    })
+    .await
+    .unwrap();
+    let sig = EmbeddingSignature::new("m", 3);
+    add_in_order(&store, &["ox", "deploy", "ox deploy"], &sig).await;
+    let hits = store
+        .search(
+            "u",
+            &SearchRequest {
+                query: "ox".into(),
+                terms: query_terms("ox"),
+                embedding: vec![1.0, 2.0, 0.5],
+                top_k: 3,
+                filter: Default::default(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 3);
+    assert_eq!(store.diagnostics().ivfflat_lists().await.unwrap(), Some(1));
 }
 
 /// An unfiltered HNSW search walks the graph first without pgvector's iterative scan and

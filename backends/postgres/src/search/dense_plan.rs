@@ -1,4 +1,5 @@
-//! Where the dense candidates come from: a sequential scan (exact) or the HNSW index.
+//! Where the dense candidates come from: a sequential scan (exact) or an approximate
+//! index, HNSW's graph (here) or IVFFlat's lists (`super::ivfflat`), as `ann_index` says.
 //!
 //! pgvector sums in f32 (in whatever order its vectorised loop picks), the core sums exact
 //! f32 products in f64 and rounds to f32, so the two can order near-ties differently, and
@@ -38,7 +39,7 @@
 //!   fallback off. Without the iterative scan (pgvector before 0.8) every filtered search
 //!   is exact: the index alone returns at most `ef_search` rows before the filter.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use cortex_core::{MemoryFilter, StoreError};
 use deadpool_postgres::Object;
@@ -46,7 +47,8 @@ use sea_query::{Expr, ExprTrait, IdenStatic, Query};
 use tokio_postgres::error::SqlState;
 
 use super::aliases::As;
-use crate::config::HnswBuild;
+use super::ivfflat::{IVFFLAT_INDEX, ensure_ivfflat_index};
+use crate::config::{AnnIndex, HnswBuild, PostgresConfig};
 use crate::filter::and_filter;
 use crate::names::Names;
 use crate::pg_err;
@@ -64,12 +66,15 @@ const MIN_EF_SEARCH: usize = 300;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DensePlan {
     Exact,
-    Hnsw { dimension: usize },
+    /// The approximate index `ann_index` names (HNSW or IVFFlat): one SQL shape for both.
+    Index {
+        dimension: usize,
+    },
 }
 
 impl DensePlan {
-    pub(crate) fn is_hnsw(self) -> bool {
-        matches!(self, DensePlan::Hnsw { .. })
+    pub(crate) fn is_index(self) -> bool {
+        matches!(self, DensePlan::Index { .. })
     }
 }
 
@@ -190,17 +195,7 @@ pub(crate) async fn ensure_hnsw_index(
                 || e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
         Err(e) => return Err(pg_err(e)),
     }
-    let valid: Option<bool> = client
-        .query_opt(
-            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-             JOIN pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = $1 AND c.relname = $2",
-            &[&names.schema(), &HNSW_INDEX],
-        )
-        .await
-        .map_err(pg_err)?
-        .map(|r| get(&r, 0))
-        .transpose()?;
+    let valid = index_valid(&client, names, HNSW_INDEX).await?;
     if valid == Some(false) {
         // A concurrent build that failed leaves an invalid index the planner ignores:
         // searches stay correct (a scan), only slower, until someone rebuilds it.
@@ -222,8 +217,52 @@ pub(crate) async fn ensure_hnsw_index(
             .await
             .map_err(pg_err)?;
     }
+    if index_valid(&client, names, IVFFLAT_INDEX).await?.is_some() {
+        tracing::warn!(
+            "both the HNSW and the IVFFlat index exist, and the planner picks either; drop \
+             the one CORTEX_PG_ANN_INDEX does not name (DROP INDEX CONCURRENTLY)"
+        );
+    }
     done.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Builds the approximate index `config.ann_index` names (see [`ensure_hnsw_index`] and
+/// [`ensure_ivfflat_index`]); an IVFFlat index's lists go to `lists`.
+pub(crate) async fn ensure_ann_index(
+    pool: &Connections,
+    names: &Names,
+    dimension: usize,
+    config: &PostgresConfig,
+    done: &AtomicBool,
+    lists: &AtomicU32,
+) -> Result<(), StoreError> {
+    match config.ann_index {
+        AnnIndex::Hnsw => ensure_hnsw_index(pool, names, dimension, config.hnsw_build, done).await,
+        AnnIndex::IvfFlat => {
+            ensure_ivfflat_index(pool, names, dimension, config.ivfflat, done, lists).await
+        }
+    }
+}
+
+/// Whether the index `index` is valid (a failed concurrent build leaves it invalid),
+/// `None` when there is no such index.
+pub(crate) async fn index_valid(
+    client: &tokio_postgres::Client,
+    names: &Names,
+    index: &str,
+) -> Result<Option<bool>, StoreError> {
+    client
+        .query_opt(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&names.schema(), &index],
+        )
+        .await
+        .map_err(pg_err)?
+        .map(|r| get(&r, 0))
+        .transpose()
 }
 
 /// Logs when the index was built with other settings than `build`: it is kept, since

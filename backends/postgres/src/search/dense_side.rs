@@ -168,7 +168,7 @@ pub(super) fn dense_ranks(
             ranks: exact_dense(ctes, live, &query, pool),
             candidates: None,
         },
-        DensePlan::Hnsw { dimension } => hnsw_dense(ctes, live, &query, dimension, pool),
+        DensePlan::Index { dimension } => hnsw_dense(ctes, live, &query, dimension, pool),
     }
 }
 

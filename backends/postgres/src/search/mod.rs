@@ -59,6 +59,7 @@ pub(crate) mod dense_plan;
 mod dense_side;
 mod fusion;
 mod impact;
+pub(crate) mod ivfflat;
 mod lexical;
 pub(crate) mod lexical_path;
 mod lexical_query;

@@ -146,7 +146,7 @@ fn exact_dense() {
 fn hnsw_dense() {
     let built = search::dense(
         &names(),
-        DensePlan::Hnsw { dimension: 3 },
+        DensePlan::Index { dimension: 3 },
         USER,
         &UNIT,
         5,
@@ -181,7 +181,7 @@ fn filtered_exact_dense() {
 fn filtered_hnsw_dense() {
     let built = search::dense(
         &names(),
-        DensePlan::Hnsw { dimension: 3 },
+        DensePlan::Index { dimension: 3 },
         USER,
         &UNIT,
         5,
@@ -279,7 +279,7 @@ fn distinct_texts() -> (usize, usize, usize) {
         for top_k in 1..=50 {
             lexical.insert(lexical_sql(k, top_k, PRUNING));
             if k == 1 {
-                for plan in [DensePlan::Exact, DensePlan::Hnsw { dimension: 3 }] {
+                for plan in [DensePlan::Exact, DensePlan::Index { dimension: 3 }] {
                     dense.insert(search::dense(&names(), plan, USER, &UNIT, top_k, &NO_FILTER).0);
                 }
                 fused.insert(search::fused(&names(), USER, top_k, &ranked, &bm25).0);

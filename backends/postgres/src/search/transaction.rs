@@ -13,11 +13,12 @@ use tokio_postgres::{Row, Statement};
 
 use super::dense_plan::{self, DensePlan};
 use super::dense_side::Walked;
+use super::ivfflat;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
 use super::{
     DenseRanks, LexicalSide, Pruning, decode_dense, decode_lexical, dense, fused, lexical,
 };
-use crate::config::PostgresConfig;
+use crate::config::{AnnIndex, PostgresConfig};
 use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
@@ -79,8 +80,10 @@ pub(crate) struct Store<'a> {
     pub names: &'a Names,
     pub config: &'a PostgresConfig,
     pub pool: &'a Connections,
-    /// pgvector 0.8 or later (`hnsw.iterative_scan`).
+    /// pgvector 0.8 or later (`hnsw.iterative_scan`, `ivfflat.iterative_scan`).
     pub iterative_scan: bool,
+    /// The IVFFlat index's lists, once known (the default probes follow them).
+    pub ivf_lists: u32,
 }
 
 /// One search to run: its store, dense plan, user, request and unit query embedding.
@@ -110,14 +113,17 @@ pub(crate) struct Found {
     pub rewalked: bool,
 }
 
-/// The dense statement's settings: a custom plan always; in HNSW mode `ef_search` (and
-/// the iterative scan, when pgvector has it).
+/// The dense statement's settings: a custom plan always; with an approximate index its
+/// search width (`hnsw.ef_search` or `ivfflat.probes`) and its iterative scan, when
+/// pgvector has it (HNSW's in distance order; IVFFlat's only mode, `relaxed_order`, may
+/// return the rows past the probed lists slightly out of order, which ranking the
+/// candidates by the full-precision distance puts right among those returned).
 ///
 /// The dense statement always gets a custom plan: prepared once per connection, it may
 /// after a few runs switch to a generic plan, which knows neither the user's size nor the
 /// query vector (forced generic at 100k memories, the statement that then searched the
 /// dense side inside the fusion joined the fused rows to every memory by a sequential hash
-/// join: one-term searches took 100-113 ms, docs/BENCHMARKS.md). In HNSW mode the planner
+/// join: one-term searches took 100-113 ms, docs/BENCHMARKS.md). With an index the planner
 /// chooses between the index's ordered scan and reading the user's rows by (user, seq)
 /// and sorting them: for a user with few memories among many the latter is both exact and
 /// faster. (Forcing the index with enable_sort=off was tried: it also turned the BM25
@@ -127,47 +133,62 @@ struct Settings {
     sql: &'static str,
     /// The same without the iterative scan, for a first walk (see [`Walk`]).
     plain: Option<&'static str>,
-    /// `hnsw.ef_search`, in HNSW mode.
-    ef: Option<String>,
+    /// `hnsw.ef_search` or `ivfflat.probes`, with an index.
+    width: Option<String>,
 }
+
+/// The settings statements of each kind of search, `$1` the index's search width.
+const CUSTOM_ONLY: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
+const HNSW_ITERATIVE: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('hnsw.ef_search', $1, true), \
+     set_config('hnsw.iterative_scan', 'strict_order', true)";
+const HNSW_PLAIN: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('hnsw.ef_search', $1, true), \
+     set_config('hnsw.iterative_scan', 'off', true)";
+const HNSW_OLD: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('hnsw.ef_search', $1, true)";
+const IVFFLAT_ITERATIVE: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('ivfflat.probes', $1, true), \
+     set_config('ivfflat.iterative_scan', 'relaxed_order', true)";
+const IVFFLAT_PLAIN: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('ivfflat.probes', $1, true), \
+     set_config('ivfflat.iterative_scan', 'off', true)";
+const IVFFLAT_OLD: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+     set_config('ivfflat.probes', $1, true)";
 
 impl Settings {
     fn new(search: &Search<'_>, explain: bool) -> Self {
-        let plain = (search.plan.is_hnsw()
-            && search.store.iterative_scan
-            && search.plain_first
-            && !explain)
-            .then_some(
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                     set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'off', true)",
-            );
-        let sql = match (search.plan.is_hnsw(), search.store.iterative_scan) {
-            (false, _) => "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)",
-            (true, true) => {
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                     set_config('hnsw.ef_search', $1, true), \
-                     set_config('hnsw.iterative_scan', 'strict_order', true)"
-            }
-            (true, false) => {
-                "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                     set_config('hnsw.ef_search', $1, true)"
-            }
+        let config = search.store.config;
+        let index = search.plan.is_index();
+        let iterative = search.store.iterative_scan;
+        let ivfflat = config.ann_index == AnnIndex::IvfFlat;
+        let plain =
+            (index && iterative && search.plain_first && !explain).then_some(match ivfflat {
+                true => IVFFLAT_PLAIN,
+                false => HNSW_PLAIN,
+            });
+        let sql = match (index, ivfflat, iterative) {
+            (false, _, _) => CUSTOM_ONLY,
+            (true, false, true) => HNSW_ITERATIVE,
+            (true, false, false) => HNSW_OLD,
+            (true, true, true) => IVFFLAT_ITERATIVE,
+            (true, true, false) => IVFFLAT_OLD,
         };
         let pool = cortex_core::candidate_pool(search.request.top_k);
-        let ef = search.plan.is_hnsw().then(|| {
-            match search.store.config.ef_search {
+        let width = index.then(|| match ivfflat {
+            true => ivfflat::probes(config.ivfflat, search.store.ivf_lists).to_string(),
+            false => match config.ef_search {
                 Some(ef) => ef.clamp(1, 1000),
                 None => dense_plan::ef_search(dense_plan::hnsw_candidates(pool)),
             }
-            .to_string()
+            .to_string(),
         });
-        Self { sql, plain, ef }
+        Self { sql, plain, width }
     }
 
     fn params(&self) -> Vec<Param<'_>> {
-        match &self.ef {
-            Some(ef) => vec![ef as Param<'_>],
+        match &self.width {
+            Some(width) => vec![width as Param<'_>],
             None => Vec::new(),
         }
     }
