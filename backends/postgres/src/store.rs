@@ -33,8 +33,9 @@ use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert
 use crate::prefix::prefix_bounds;
 use crate::records::PgRecords;
 use crate::schema::{ServerInfo, migrate};
+use crate::search::ann_index::ensure_ann_index;
 use crate::search::dense_plan::{
-    DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, ensure_ann_index, passing_count,
+    DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, passing_count,
 };
 use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};

@@ -1,5 +1,6 @@
 //! Where the dense candidates come from: a sequential scan (exact) or an approximate
-//! index, HNSW's graph (here) or IVFFlat's lists (`super::ivfflat`), as `ann_index` says.
+//! index, HNSW's graph (here) or IVFFlat's lists (`super::ivfflat`), as `ann_index` says
+//! (`super::ann_index`).
 //!
 //! pgvector sums in f32 (in whatever order its vectorised loop picks), the core sums exact
 //! f32 products in f64 and rounds to f32, so the two can order near-ties differently, and
@@ -39,7 +40,7 @@
 //!   fallback off. Without the iterative scan (pgvector before 0.8) every filtered search
 //!   is exact: the index alone returns at most `ef_search` rows before the filter.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cortex_core::{MemoryFilter, StoreError};
 use deadpool_postgres::Object;
@@ -47,8 +48,7 @@ use sea_query::{Expr, ExprTrait, IdenStatic, Query};
 use tokio_postgres::error::SqlState;
 
 use super::aliases::As;
-use super::ivfflat::{IVFFLAT_INDEX, ensure_ivfflat_index};
-use crate::config::{AnnIndex, HnswBuild, PostgresConfig};
+use crate::config::HnswBuild;
 use crate::filter::and_filter;
 use crate::names::Names;
 use crate::pg_err;
@@ -217,32 +217,8 @@ pub(crate) async fn ensure_hnsw_index(
             .await
             .map_err(pg_err)?;
     }
-    if index_valid(&client, names, IVFFLAT_INDEX).await?.is_some() {
-        tracing::warn!(
-            "both the HNSW and the IVFFlat index exist, and the planner picks either; drop \
-             the one CORTEX_PG_ANN_INDEX does not name (DROP INDEX CONCURRENTLY)"
-        );
-    }
     done.store(true, Ordering::Release);
     Ok(())
-}
-
-/// Builds the approximate index `config.ann_index` names (see [`ensure_hnsw_index`] and
-/// [`ensure_ivfflat_index`]); an IVFFlat index's lists go to `lists`.
-pub(crate) async fn ensure_ann_index(
-    pool: &Connections,
-    names: &Names,
-    dimension: usize,
-    config: &PostgresConfig,
-    done: &AtomicBool,
-    lists: &AtomicU32,
-) -> Result<(), StoreError> {
-    match config.ann_index {
-        AnnIndex::Hnsw => ensure_hnsw_index(pool, names, dimension, config.hnsw_build, done).await,
-        AnnIndex::IvfFlat => {
-            ensure_ivfflat_index(pool, names, dimension, config.ivfflat, done, lists).await
-        }
-    }
 }
 
 /// Whether the index `index` is valid (a failed concurrent build leaves it invalid),

@@ -22,7 +22,7 @@ use cortex_core::StoreError;
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 
-use super::dense_plan::{HNSW_INDEX, check_hnsw_dimension, index_valid, indexed_expression};
+use super::dense_plan::{check_hnsw_dimension, index_valid, indexed_expression};
 use crate::config::{IvfFlat, MAX_IVF_LISTS};
 use crate::names::Names;
 use crate::pg_err;
@@ -170,12 +170,6 @@ pub(crate) async fn ensure_ivfflat_index(
                 );
             }
         }
-    }
-    if index_valid(&client, names, HNSW_INDEX).await?.is_some() {
-        tracing::warn!(
-            "both the HNSW and the IVFFlat index exist, and the planner picks either; drop \
-             the one CORTEX_PG_ANN_INDEX does not name (DROP INDEX CONCURRENTLY)"
-        );
     }
     lists.store(built, Ordering::Release);
     done.store(true, Ordering::Release);

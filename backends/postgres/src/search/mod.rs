@@ -53,6 +53,7 @@
 //! one search).
 
 mod aliases;
+pub(crate) mod ann_index;
 mod bm25;
 mod cte;
 pub(crate) mod dense_plan;
