@@ -98,21 +98,10 @@ pub(crate) async fn ensure_ivfflat_index(
         .batch_execute("SET statement_timeout = 0")
         .await
         .map_err(pg_err)?;
-    let live: i64 = get(
-        &client
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM {} WHERE NOT superseded",
-                    names.q(Memories::Table)
-                ),
-                &[],
-            )
-            .await
-            .map_err(pg_err)?,
-        0,
-    )?;
-    let live = u64::try_from(live).unwrap_or(0);
     let mut built = built_lists(&client, names).await?;
+    // Counted exactly for a build; for an index already there (every later handle), the
+    // planner's estimate is enough to say whether it has been outgrown.
+    let live = live_rows(&client, names, built.is_none()).await?;
     if built.is_none() {
         let want = config.lists.unwrap_or_else(|| design_lists(live));
         // The taken connection is this build's alone, so the session setting ends with it.
@@ -174,6 +163,27 @@ pub(crate) async fn ensure_ivfflat_index(
     lists.store(built, Ordering::Release);
     done.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Every user's live memories: counted, or the planner's estimate of the table's rows
+/// (0 before the table was first analysed).
+async fn live_rows(
+    client: &tokio_postgres::Client,
+    names: &Names,
+    exact: bool,
+) -> Result<u64, StoreError> {
+    let sql = match exact {
+        true => format!(
+            "SELECT count(*) FROM {} WHERE NOT superseded",
+            names.q(Memories::Table)
+        ),
+        false => format!(
+            "SELECT greatest(reltuples, 0)::int8 FROM pg_class WHERE oid = '{}'::regclass",
+            names.q(Memories::Table)
+        ),
+    };
+    let row = client.query_one(&sql, &[]).await.map_err(pg_err)?;
+    Ok(u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0))
 }
 
 /// The lists the IVFFlat index was built with, `None` without the index.
