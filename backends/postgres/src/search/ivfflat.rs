@@ -3,8 +3,10 @@
 //! IVFFlat splits the vectors into k-means lists when it is built and a search scans the
 //! `ivfflat.probes` lists whose centres are nearest the query, every vector in them. Its
 //! build is many times faster than HNSW's (a million 384-d memories: 92 s against 54 min
-//! on one core, docs/BENCHMARKS.md), and on clustered data it finds more of the exact
-//! neighbours in less time than the graph. Its weakness is that the lists are trained on
+//! on one core, docs/BENCHMARKS.md), and on round clusters like the bench corpus it finds
+//! more of the exact neighbours in less time than the graph; on real sentence embeddings
+//! the graph is far better (docs/BENCHMARKS.md), so HNSW stays the default. Its other
+//! weakness is that the lists are trained on
 //! the rows there at build time: rows added later join the nearest list, and once the
 //! store has grown far past what the lists were sized for, each list holds more rows and a
 //! search reads more. The store keeps the index (rebuilding a large one unasked would take
