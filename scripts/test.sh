@@ -2,10 +2,12 @@
 # The project's test command: prepares what the tests talk to, then runs every test.
 #
 # - PostgreSQL + pgvector: when CORTEX_TEST_DATABASE_URL is unset and this is a Debian
-#   machine where we are root with a local server (the CI machine), pgvector is installed
-#   and the URL points at the local `test` database. Elsewhere, set the URL yourself (or
-#   run Docker: the tests then start pgvector/pgvector:pg17 with testcontainers);
-#   without either, the Postgres tests print one skip line each (and fail under CI).
+#   machine where we are root (the CI machine), PostgreSQL is installed from Debian's
+#   packages and started when no server answers on 127.0.0.1:5432 (a running one is kept),
+#   pgvector is built into it, and the URL points at its `test` database. Elsewhere, set
+#   the URL yourself (or run Docker: the tests then start a pgvector container with
+#   testcontainers); without either, the Postgres tests print one skip line each (and fail
+#   under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
 # - The local embedder's test model (all-MiniLM-L6-v2) and the local reranker's
 #   (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
@@ -13,7 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${CORTEX_TEST_DATABASE_URL:-}" ] && [ "$(id -u)" = 0 ] && [ -d /etc/postgresql ]; then
+if [ -z "${CORTEX_TEST_DATABASE_URL:-}" ] && [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+  bash scripts/install-postgres.sh
   bash scripts/install-pgvector.sh
   export CORTEX_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/test"
 fi
