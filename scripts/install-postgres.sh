@@ -8,7 +8,8 @@
 #   1. `postgresql` (the distribution's supported major) is installed when no server
 #      binaries are on the machine;
 #   2. a cluster `main` is created on PGPORT when the installed major has none;
-#   3. loopback connections as `postgres` are trusted (the test URL carries no password),
+#   3. loopback connections are trusted (the test URL carries no password, and the tests
+#      log in as roles that do not exist to see that refusal),
 #      in a marked block at the top of that cluster's pg_hba.conf (Debian's default asks
 #      for a password on TCP);
 #   4. the cluster is started and the test database created.
@@ -61,13 +62,13 @@ trust_loopback() {
   hba="/etc/postgresql/$major/main/pg_hba.conf"
   [ -f "$hba" ] || die "$hba not found"
   grep -qF "$HBA_MARK" "$hba" && return 0
-  log "trusting loopback logins as postgres in $hba"
+  log "trusting loopback logins in $hba"
   local tmp
   tmp="$(mktemp)"
   {
     echo "$HBA_MARK"
-    echo "host    all    postgres    127.0.0.1/32    trust"
-    echo "host    all    postgres    ::1/128         trust"
+    echo "host    all    all    127.0.0.1/32    trust"
+    echo "host    all    all    ::1/128         trust"
     echo
     cat "$hba"
   } >"$tmp"

@@ -12,6 +12,7 @@
 # - The local embedder's test model (all-MiniLM-L6-v2) and the local reranker's
 #   (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
 # - Headless Chromium and chromedriver, for the web page's browser tests.
+# - The Docker images and Compose v2, for the Docker tests (scripts/test-docker.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,9 +48,16 @@ fi
 # cargo-nextest when it is installed: every test its own process, two binaries' tests
 # side by side instead of one binary after another; the doctests run after. Elsewhere
 # `cargo test`, whose output keeps each skipped test's SKIPPED line in view.
+# Then, when no test filter was given, the tests that need a Docker engine
+# (scripts/test-docker.sh: the images, the suites through testcontainers, the compose
+# deployment and its faults).
 ci="${CI:-}"
 if [ -n "$ci" ] && [ "$ci" != 0 ] && [ "$ci" != false ] && cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
-  exec cargo test --workspace --locked --doc
+  cargo test --workspace --locked --doc
+else
+  cargo test --workspace --locked "$@"
 fi
-exec cargo test --workspace --locked "$@"
+if [ "$#" = 0 ]; then
+  bash scripts/test-docker.sh
+fi

@@ -131,6 +131,9 @@ pub enum Cause {
         detail: Option<String>,
         hint: Option<String>,
     },
+    /// The settings cannot work as given, found by the driver itself: above all, the
+    /// server asks for a password and the URL has none.
+    Settings(String),
     /// Anything else the driver reported.
     Other(String),
 }
@@ -188,6 +191,11 @@ impl fmt::Display for Cause {
                     None => Ok(()),
                 }
             }
+            Cause::Settings(message) if message == "password missing" => f.write_str(
+                "the server asks for a password and the URL gives none \
+                 (postgres://user:password@host/database)",
+            ),
+            Cause::Settings(message) => write!(f, "the connection settings are wrong: {message}"),
             Cause::Other(message) => f.write_str(message),
         }
     }
@@ -202,7 +210,7 @@ impl Cause {
     /// caller, which knows whether the store was ever reached, decides.)
     pub fn is_configuration(&self) -> bool {
         match self {
-            Cause::UnknownHost(_) | Cause::Authentication { .. } => true,
+            Cause::UnknownHost(_) | Cause::Authentication { .. } | Cause::Settings(_) => true,
             Cause::Server { code, .. } => code == SqlState::INVALID_CATALOG_NAME.code(),
             _ => false,
         }
@@ -372,6 +380,7 @@ pub(crate) fn classify(e: &tokio_postgres::Error) -> Cause {
             };
         }
         "timeout waiting for server" => return Cause::TimedOut,
+        "invalid configuration" => return Cause::Settings(detail),
         _ => {}
     }
     if let Some(io) = io_error {
@@ -471,7 +480,9 @@ mod tests {
         let unknown = Cause::UnknownHost(
             "failed to lookup address information: Name or service not known".into(),
         );
-        for cause in [&auth, &no_database, &unknown] {
+        let no_password = Cause::Settings("password missing".into());
+        assert!(no_password.to_string().contains("asks for a password"));
+        for cause in [&auth, &no_database, &unknown, &no_password] {
             assert!(cause.is_configuration(), "{cause}");
         }
         let busy = Cause::Server {

@@ -148,7 +148,20 @@ async fn extension_info(
 }
 
 async fn ensure_extension(tx: &tokio_postgres::Transaction<'_>) -> Result<ServerInfo, StoreError> {
-    let found = match extension_info(tx).await? {
+    let mut found = extension_info(tx).await?;
+    if found.is_none() {
+        // Stores of different schemas opening at once on a fresh database would race to
+        // create the extension (one fails on pg_extension's unique name): the creation is
+        // serialised database-wide, and whoever waited finds it made.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&lock_key(&["cortex-extension"])],
+        )
+        .await
+        .map_err(pg_err)?;
+        found = extension_info(tx).await?;
+    }
+    let found = match found {
         Some(found) => found,
         None => {
             let available: bool = tx
@@ -161,8 +174,13 @@ async fn ensure_extension(tx: &tokio_postgres::Transaction<'_>) -> Result<Server
                 .and_then(|row| get(&row, 0))?;
             if !available {
                 return Err(StoreError::Schema(
-                    "the pgvector extension is not installed on this PostgreSQL server; \
-                     install pgvector (0.8 or later), e.g. use the pgvector/pgvector image"
+                    "the pgvector extension is not installed on this PostgreSQL server. Install \
+                     pgvector 0.8 or later into it (on Debian or Ubuntu, as root: \
+                     scripts/install-pgvector.sh from the Cortex repository builds it for the \
+                     running server; elsewhere the distribution's package, such as \
+                     postgresql-17-pgvector), or run PostgreSQL from an image that has it \
+                     (pgvector/pgvector:pg17, or cortex-pgvector:local from \
+                     scripts/build-images.sh where no registry serves images)"
                         .into(),
                 ));
             }
@@ -177,7 +195,10 @@ async fn ensure_extension(tx: &tokio_postgres::Transaction<'_>) -> Result<Server
                              `CREATE EXTENSION vector;` in it once"
                             .into(),
                     ),
-                    _ => StoreError::Schema(format!("CREATE EXTENSION vector: {e}")),
+                    _ => StoreError::Schema(format!(
+                        "CREATE EXTENSION vector: {}",
+                        crate::error::classify(&e)
+                    )),
                 });
             }
             extension_info(tx).await?.ok_or_else(|| {

@@ -1411,6 +1411,71 @@ async fn hnsw_index_is_built_with_its_settings_and_kept_under_others() {
     );
 }
 
+/// Stores of different schemas opening at once on a database without pgvector enabled:
+/// each creates the extension if it is missing, and none fails on the others' creation
+/// (the migration lock is per schema; the extension is per database). Seen first on a
+/// fresh container, where the conformance suite's scenarios opened in parallel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stores_opening_at_once_on_a_fresh_database_all_enable_pgvector() {
+    require_db!();
+    let url = support::database().await.unwrap();
+    let admin = PostgresStore::connect(support::config(
+        &url,
+        &support::unique_schema("fresh"),
+        true,
+        DenseMode::Exact,
+    ))
+    .await
+    .unwrap();
+    let client = admin.pool().get().await.unwrap();
+    let superuser: bool = client
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if !superuser {
+        cortex_conformance::skip_or_fail("the test database URL is not a superuser's");
+        return;
+    }
+    let database = format!("cortex_t_fresh_{}", std::process::id());
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+        format!("CREATE DATABASE {database} TEMPLATE template0"),
+    ] {
+        client.batch_execute(&statement).await.unwrap();
+    }
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let authority_end = base
+        .rfind('/')
+        .filter(|&i| i > base.find("://").unwrap() + 2);
+    let fresh_url = format!(
+        "{}/{database}{}{query}",
+        &base[..authority_end.unwrap_or(base.len())],
+        if query.is_empty() { "" } else { "?" }
+    );
+    let mut opening = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let config = support::config(
+            &fresh_url,
+            &format!("cortex_t_fresh_{i}"),
+            true,
+            DenseMode::Exact,
+        );
+        opening.spawn(async move { PostgresStore::connect(config).await.map(|_| ()) });
+    }
+    let opened = opening.join_all().await;
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .await
+        .unwrap();
+    for (i, result) in opened.iter().enumerate() {
+        assert!(result.is_ok(), "store {i}: {result:?}");
+    }
+}
+
 /// A role that may not create the extension in a database without it gets an error that
 /// says what to do. Needs a superuser URL to set the stage: skips without one (fails under CI).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,13 @@
 //! Where the Postgres tests get a database, and a schema per test.
 //!
 //! In this order: `CORTEX_TEST_DATABASE_URL`; else, when a Docker engine answers, a
-//! `pgvector/pgvector:pg17` container (testcontainers) started once per test binary; else
-//! the tests go through `cortex_conformance::skip_or_fail`: one skip line, or a failure
-//! under CI.
+//! PostgreSQL + pgvector container (testcontainers) started once per test binary: the image
+//! `CORTEX_TEST_PG_IMAGE` names (`pgvector/pgvector:pg17` by default; with no registry,
+//! `cortex-pgvector:local` from scripts/build-images.sh); else the tests go through
+//! `cortex_conformance::skip_or_fail`: one skip line, or a failure under CI.
+//!
+//! The container outlives the test process (nothing drops it at exit): it carries the label
+//! `cortex.test=postgres`, by which scripts/test.sh removes it afterwards.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -100,18 +104,24 @@ async fn start_container() -> Result<String, String> {
             use testcontainers::core::{IntoContainerPort, WaitFor};
             use testcontainers::runners::AsyncRunner;
             use testcontainers::{GenericImage, ImageExt};
-            let started = GenericImage::new("pgvector/pgvector", "pg17")
+            let image = std::env::var("CORTEX_TEST_PG_IMAGE")
+                .ok()
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| "pgvector/pgvector:pg17".to_owned());
+            let (name, tag) = split_image(image.trim());
+            let started = GenericImage::new(name, tag)
                 .with_exposed_port(5432.tcp())
                 .with_wait_for(WaitFor::message_on_stderr(
                     "database system is ready to accept connections",
                 ))
                 .with_env_var("POSTGRES_PASSWORD", "postgres")
+                .with_label("cortex.test", "postgres")
                 .start()
                 .await;
             let container = match started {
                 Ok(c) => c,
                 Err(e) => {
-                    let _ = tx.send(Err(format!("starting pgvector/pgvector:pg17: {e}")));
+                    let _ = tx.send(Err(format!("starting the container {image}: {e}")));
                     return;
                 }
             };
@@ -145,6 +155,14 @@ async fn start_container() -> Result<String, String> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err("the pgvector container never accepted connections".into())
+}
+
+/// `name:tag` split at the tag's colon (a registry's port is not a tag); `latest` when none.
+fn split_image(image: &str) -> (&str, &str) {
+    match image.rsplit_once(':') {
+        Some((name, tag)) if !tag.contains('/') => (name, tag),
+        _ => (image, "latest"),
+    }
 }
 
 /// The test server's TCP address, and libpq key=value settings for the same database
