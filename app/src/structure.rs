@@ -91,7 +91,8 @@ impl StructureArgs {
     pub fn into_structure(self) -> Result<Option<MemoryStructure>, CortexError> {
         let event = self.event.map(EventArg::into_event).transpose()?;
         let structure = MemoryStructure {
-            subject: self.subject.filter(|s| !s.trim().is_empty()),
+            // A blank subject is refused with the other blank names (validated), not dropped.
+            subject: self.subject,
             entities: self
                 .entities
                 .unwrap_or_default()
@@ -222,9 +223,19 @@ mod tests {
     fn nothing_given_is_no_structure() {
         assert_eq!(parse(json!({})).unwrap(), None);
         assert_eq!(
-            parse(json!({"subject": " ", "entities": [], "relations": null})).unwrap(),
+            parse(json!({"entities": [], "relations": null})).unwrap(),
             None
         );
+    }
+
+    /// The docs say blank names are refused; a blank subject was dropped silently, so a
+    /// caller that meant one never learnt it was not recorded.
+    #[test]
+    fn a_blank_subject_is_refused_not_dropped() {
+        for blank in ["", " ", "\t\n"] {
+            let (field, _) = refused(json!({"subject": blank}));
+            assert_eq!(field, "subject", "{blank:?}");
+        }
     }
 
     #[test]

@@ -289,3 +289,29 @@ fn stats_list_and_export_need_no_embedder() {
     let (_, err) = fails(command(&a, &[("CORTEX_USER_ID", "a\u{7}b")], &["stats"]));
     assert!(err.contains("CORTEX_USER_ID"), "{err}");
 }
+
+/// `cortex add --replaces` says what replaced what: it printed `superseded <id>` with the
+/// new, live memory's id, as if that one had been superseded.
+#[test]
+fn a_correction_says_which_memory_replaced_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    let old = json(&ok(&a, &["add", "Ada prefers green tea", "--json"]))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let said = ok(
+        &a,
+        &["add", "Ada prefers oolong now", "--replaces", &old[..8]],
+    );
+    let live = json(&ok(&a, &["list", "--json"]));
+    let new = live["memories"][0]["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new, old);
+    assert_eq!(said.trim(), format!("stored {new}, replacing {old}"));
+    let said = ok(&a, &["add", "Ada likes jazz"]);
+    assert!(said.trim().starts_with("stored "), "{said}");
+    assert!(!said.contains("replacing"), "{said}");
+}

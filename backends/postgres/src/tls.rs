@@ -71,6 +71,24 @@ pub(crate) fn parse(url: &str) -> Result<Connection, StoreError> {
 /// hosts, addresses and ports that do not pair up.
 pub(crate) fn parse_named(url: &str, setting: &str) -> Result<Connection, StoreError> {
     let is_url = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if !is_url && let Some((scheme, _)) = url.split_once("://") {
+        // Only a plain scheme is echoed: what precedes "://" may be anything a user pasted.
+        let shown = if !scheme.is_empty()
+            && scheme.len() <= 20
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        {
+            format!("{scheme}://")
+        } else {
+            "another scheme".to_owned()
+        };
+        return Err(StoreError::Config(format!(
+            "{setting} starts with {shown}; Cortex stores in PostgreSQL, whose URLs start with \
+             postgres:// or postgresql:// (or libpq settings: host=... dbname=...); for the \
+             embedded SQLite store set CORTEX_DB_PATH instead"
+        )));
+    }
     let (clean, mode, root_cert) = if is_url {
         split_tls_params(url)?
     } else {
@@ -360,6 +378,24 @@ mod tests {
         assert_eq!(root.as_deref(), Some("/tmp/ca.pem"));
         assert!(split_tls_params("postgres://h/db?sslmode=bogus").is_err());
         assert!(split_tls_params("postgres://h/db?sslcert=/x").is_err());
+    }
+
+    #[test]
+    fn a_url_of_another_scheme_names_the_accepted_ones() {
+        for (url, shown) in [
+            ("postgress://u:secret@h/db", "postgress://"),
+            ("mysql://u:secret@h/db", "mysql://"),
+            ("sqlite:///tmp/x.db", "sqlite://"),
+            ("u:secret@h://db", "another scheme"),
+        ] {
+            let Err(StoreError::Config(message)) = parse(url) else {
+                panic!("{url} was accepted");
+            };
+            assert!(message.contains(shown), "{message}");
+            assert!(message.contains("postgres://"), "{message}");
+            assert!(message.contains("postgresql://"), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+        }
     }
 
     #[test]

@@ -1440,6 +1440,11 @@ async fn stores_opening_at_once_on_a_fresh_database_all_enable_pgvector() {
         cortex_conformance::skip_or_fail("the test database URL is not a superuser's");
         return;
     }
+    // DROP DATABASE waits for a checkpoint: no statement timeout for these.
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
     let database = format!("cortex_t_fresh_{}", std::process::id());
     for statement in [
         format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
@@ -1503,6 +1508,12 @@ async fn missing_extension_privilege_is_explained() {
         cortex_conformance::skip_or_fail("the test database URL is not a superuser's");
         return;
     }
+    // DROP DATABASE waits for a checkpoint, which on a machine busy with the whole suite
+    // took over 30 s (the pool's statement timeout) once.
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
     let tag = format!("cortex_t_noext_{}", std::process::id());
     client
         .batch_execute(&format!("DROP DATABASE IF EXISTS {tag} WITH (FORCE)"))

@@ -111,9 +111,25 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
             "memory": done.memory,
         })),
         false => {
-            println!("{} {}", done.status.as_str(), done.memory.id);
+            println!("{}", added_line(&done));
             Ok(())
         }
+    }
+}
+
+/// What `cortex add` says: the memory written (or the duplicate kept) and, for a
+/// correction, which memories it replaced. `superseded <id>` named the new, live memory
+/// with the word for the old ones.
+fn added_line(done: &cortex_core::Memorized) -> String {
+    let replaced: Vec<String> = done.superseded.iter().map(ToString::to_string).collect();
+    match (done.status.as_str(), replaced.is_empty()) {
+        ("duplicate", _) => format!("duplicate of {}: nothing written", done.memory.id),
+        (_, true) => format!("stored {}", done.memory.id),
+        (_, false) => format!(
+            "stored {}, replacing {}",
+            done.memory.id,
+            replaced.join(", ")
+        ),
     }
 }
 
