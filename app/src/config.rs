@@ -107,8 +107,28 @@ pub const ENV_VARS: &[&str] = &[
 /// The one reader of the process environment: every setting the app and the commands use
 /// comes through here (or through a lookup a test passes instead), trimmed, with an empty
 /// or blank value counting as unset, so `VAR=` in a compose file means "the default".
+///
+/// `HOME` unset (an MCP host may start the server with a bare environment) reads as the
+/// system's home for the user, the one the store's default path is found under, so the
+/// local models are looked for beside it, not nowhere.
 pub fn env_var(name: &str) -> Option<String> {
-    set(&|name| std::env::var(name).ok(), name)
+    with_system_home(
+        name,
+        set(&|name| std::env::var(name).ok(), name),
+        std::env::home_dir,
+    )
+}
+
+/// [`env_var`]'s one exception: `HOME`, when unset, is `system_home()`.
+fn with_system_home(
+    name: &str,
+    value: Option<String>,
+    system_home: impl FnOnce() -> Option<std::path::PathBuf>,
+) -> Option<String> {
+    match (name, value) {
+        ("HOME", None) => system_home().map(|home| home.display().to_string()),
+        (_, value) => value,
+    }
 }
 
 /// How the HTTP transport tells callers apart (`CORTEX_HTTP_AUTH`).
@@ -498,6 +518,23 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+
+    /// An MCP host's bare environment has no HOME: the models are then looked for under the
+    /// system's home for the user, where the store's default path is.
+    #[test]
+    fn an_unset_home_reads_as_the_system_home() {
+        let system = || Some(std::path::PathBuf::from("/home/ada"));
+        assert_eq!(
+            with_system_home("HOME", None, system).as_deref(),
+            Some("/home/ada")
+        );
+        assert_eq!(
+            with_system_home("HOME", Some("/tmp/h".into()), system).as_deref(),
+            Some("/tmp/h")
+        );
+        assert_eq!(with_system_home("HOME", None, || None), None);
+        assert_eq!(with_system_home("CORTEX_DB_PATH", None, system), None);
+    }
 
     #[test]
     fn cache_sizes_read_with_their_units() {

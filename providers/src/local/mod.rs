@@ -31,10 +31,10 @@ mod reranker;
 #[cfg(feature = "local")]
 mod tokenize;
 
+pub(crate) use settings::expand_home;
 pub use settings::{
     DEFAULT_LOCAL_BATCH_SIZE, DEFAULT_LOCAL_MODEL_REPO, LocalModelKind, LocalSettings,
 };
-pub(crate) use settings::{expand_home, home_dir};
 
 #[cfg(feature = "local")]
 pub use provider::{LocalOptions, LocalProvider};

@@ -74,7 +74,9 @@ pub struct LocalSettings {
 impl LocalSettings {
     /// Reads the settings through `var` (already trimmed, empty meaning unset).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ProviderError> {
-        let home = home_dir(&var);
+        let home = var("HOME")
+            .or_else(|| var("USERPROFILE"))
+            .map(PathBuf::from);
         let model_path = var("CORTEX_EMBED_MODEL_PATH").map(|p| expand_home(&p, home.as_deref()));
         let repo =
             var("CORTEX_LOCAL_MODEL_REPO").unwrap_or_else(|| DEFAULT_LOCAL_MODEL_REPO.into());
@@ -124,17 +126,6 @@ impl LocalSettings {
 /// as `all-MiniLM-L6-v2`.
 pub(crate) fn repo_name(repo: &str) -> &str {
     repo.rsplit('/').next().unwrap_or(repo)
-}
-
-/// The user's home directory: `HOME` (`USERPROFILE` on Windows) as `var` reads it, else the
-/// system's record for the user, as the store's default path finds it
-/// (`std::env::home_dir`). An MCP host may start the server with a bare environment; the
-/// store and the models must then still be looked for under the same home.
-pub(crate) fn home_dir(var: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    var("HOME")
-        .or_else(|| var("USERPROFILE"))
-        .map(PathBuf::from)
-        .or_else(std::env::home_dir)
 }
 
 pub(crate) fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
@@ -194,17 +185,9 @@ mod tests {
     fn a_missing_default_directory_is_no_model() {
         let s = settings(&[("HOME", "/nonexistent-home-for-cortex-tests")]).unwrap();
         assert!(!s.has_model());
-    }
-
-    /// With no HOME in the environment (an MCP host's bare one), the model is looked for
-    /// under the system's home for the user, where the store's default path is.
-    #[test]
-    fn without_home_the_system_home_is_used() {
         let s = settings(&[]).unwrap();
-        assert_eq!(
-            s.default_dir,
-            std::env::home_dir().map(|h| h.join(".cortex/models/all-MiniLM-L6-v2"))
-        );
+        assert_eq!(s.default_dir, None);
+        assert!(!s.has_model());
     }
 
     #[test]
