@@ -39,7 +39,7 @@ export CORTEX_IMAGE="${CORTEX_IMAGE:-cortex-mcp:local}"
 remove_test_containers() {
   local ids
   ids="$(docker ps -aq --filter label=cortex.test=postgres)"
-  [ -z "$ids" ] || docker rm -f $ids >/dev/null
+  [ -z "$ids" ] || docker rm -f -v $ids >/dev/null
 }
 trap remove_test_containers EXIT
 
