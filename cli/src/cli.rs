@@ -154,6 +154,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub rerank_depth: Option<usize>,
 
+    /// The cosine from which two recalled memories count as one topic, the later-written
+    /// going first (default: the engine's), or `off` for fusion's order.
+    #[arg(long, value_name = "COSINE|off")]
+    pub same_topic: Option<String>,
+
     /// Writes the full JSON report here.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

@@ -350,25 +350,33 @@ pub async fn bench_dev(
     let mut text = String::new();
     let mut reports = serde_json::Map::new();
 
-    let memories = part(
-        Format::Memories,
-        PathBuf::from(MEMORY_SET_NAME),
-        args.granularity,
-    );
-    let set = locomo::memory_set::parse(locomo::memory_set::COMMITTED)?;
-    let report = bench_samples(&memories, env, vec![set]).await?;
-    text.push_str(&format!(
-        "## The memory set\n\n{}\n",
-        locomo_markdown(&report)
-    ));
-    reports.insert("memories".into(), serde_json::to_value(&report)?);
+    for (key, title, name, data) in [
+        (
+            "memories",
+            "The memory set",
+            MEMORY_SET_NAME,
+            locomo::memory_set::COMMITTED,
+        ),
+        (
+            "coding",
+            "The coding-agent set",
+            CODING_SET_NAME,
+            locomo::memory_set::CODING,
+        ),
+    ] {
+        let memories = part(Format::Memories, PathBuf::from(name), args.granularity);
+        let set = locomo::memory_set::parse(data)?;
+        let report = bench_samples(&memories, env, vec![set]).await?;
+        text_push(&mut text, title, &locomo_markdown(&report));
+        reports.insert(key.into(), serde_json::to_value(&report)?);
+    }
 
     let report = bench_locomo(
         &part(Format::Locomo, args.data.clone(), args.granularity),
         env,
     )
     .await?;
-    text.push_str(&format!("## LoCoMo\n\n{}\n", locomo_markdown(&report)));
+    text_push(&mut text, "LoCoMo", &locomo_markdown(&report));
     reports.insert("locomo".into(), serde_json::to_value(&report)?);
 
     for granularity in [Granularity::Turn, Granularity::Session] {
@@ -390,8 +398,13 @@ pub async fn bench_dev(
     Ok(text)
 }
 
-/// How the committed memory set is named in a dev run's report.
+/// How the committed memory sets are named in a dev run's report.
 const MEMORY_SET_NAME: &str = "cli/tests/fixtures/personal_memories.json (built in)";
+const CODING_SET_NAME: &str = "cli/tests/fixtures/coding_memories.json (built in)";
+
+fn text_push(text: &mut String, title: &str, table: &str) {
+    text.push_str(&format!("## {title}\n\n{table}\n"));
+}
 
 /// The provider cache file: `--cache`, else the default, none with `--no-cache`.
 fn cache_path(args: &BenchArgs) -> Option<PathBuf> {
@@ -411,6 +424,19 @@ fn engine_config(args: &BenchArgs, tier: Tier) -> Result<EngineConfig, BenchErro
             return Err(BenchError::option("--rerank-depth", "must be at least 1"));
         }
         config.rerank_depth = depth;
+    }
+    match args.same_topic.as_deref() {
+        None => {}
+        Some("off") => config.same_topic = None,
+        Some(text) => match text.parse::<f32>() {
+            Ok(cosine) if (-1.0..=1.0).contains(&cosine) => config.same_topic = Some(cosine),
+            _ => {
+                return Err(BenchError::option(
+                    "--same-topic",
+                    "must be a cosine between -1 and 1, or off",
+                ));
+            }
+        },
     }
     config.rerank_timeout = std::time::Duration::from_secs(3600);
     Ok(config)

@@ -8,6 +8,7 @@
 //! backends and model providers live in other crates.
 
 pub mod clock;
+pub mod current;
 pub mod dossier;
 pub mod embedding;
 pub mod engine;

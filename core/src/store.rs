@@ -164,6 +164,15 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
         Err(StoreError::Unsupported("search"))
     }
 
+    /// The stored embeddings of `ids`, in order, exactly as written (`None` for a memory
+    /// that is not the user's or no longer stored). A store that can
+    /// [`search`](Self::search) provides it: recall compares its first candidates' own
+    /// vectors (`crate::current`), which an in-process index already holds.
+    async fn embeddings(&self, user: &str, ids: &[MemoryId]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        let _ = (user, ids);
+        Err(StoreError::Unsupported("embeddings"))
+    }
+
     /// Keeps `built`, an index of `user`'s memories that the caller kept up to date with
     /// its own writes, where the next [`build_index`](Self::build_index) (in this process
     /// or the next) can read it back, when it still describes the user's memories as they
@@ -232,6 +241,13 @@ macro_rules! forward_store {
                 request: &SearchRequest,
             ) -> StoreResult<Vec<ScoredMemory>> {
                 (**self).search(user, request).await
+            }
+            async fn embeddings(
+                &self,
+                user: &str,
+                ids: &[MemoryId],
+            ) -> StoreResult<Vec<Option<Vec<f32>>>> {
+                (**self).embeddings(user, ids).await
             }
             async fn keep_index(&self, user: &str, built: &BuiltIndex) -> StoreResult<()> {
                 (**self).keep_index(user, built).await

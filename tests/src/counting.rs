@@ -11,8 +11,14 @@ use cortex_core::{
 };
 
 /// The store methods recall may call: the signature, the change counter, the index or the
-/// pushdown.
-pub const RECALL_METHODS: &[&str] = &["signature", "generation", "build_index", "search"];
+/// pushdown and its head's vectors.
+pub const RECALL_METHODS: &[&str] = &[
+    "signature",
+    "generation",
+    "build_index",
+    "search",
+    "embeddings",
+];
 
 /// Forwards every call to `inner` and counts it by method name.
 #[derive(Debug)]
@@ -94,6 +100,9 @@ impl MemoryStore for CountingStore {
     }
     async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
         self.hit("search").search(user, request).await
+    }
+    async fn embeddings(&self, user: &str, ids: &[MemoryId]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        self.hit("embeddings").embeddings(user, ids).await
     }
     async fn supersede(&self, user: &str, s: &Supersession) -> StoreResult<Generation> {
         self.hit("supersede").supersede(user, s).await

@@ -89,6 +89,7 @@ macro_rules! conformance_suite {
             failed_embed_writes_nothing,
             invalid_input_writes_nothing,
             rare_exact_token_is_recalled,
+            the_current_memory_outranks_the_stale_one,
             recall_equals_brute_force_reference,
             dense_list_is_exact_on_adversarial_vectors,
             recall_is_deterministic_across_handles,

@@ -16,6 +16,24 @@ const MIN_POOL: usize = 40;
 const LEXICAL_CONFIDENCE: f64 = 0.4;
 const MIN_WEIGHT: f64 = 0.2;
 const EPSILON: f64 = 1e-3;
+// The current over the stale: how many fused firsts are compared, from which cosine two
+// memories are one topic, and the words that ask for an earlier value.
+const HEAD: usize = 10;
+const SAME_TOPIC: f32 = cortex_core::current::SAME_TOPIC;
+const PAST_CUES: [&str; 12] = [
+    "before",
+    "previously",
+    "previous",
+    "originally",
+    "original",
+    "old",
+    "older",
+    "earlier",
+    "initially",
+    "formerly",
+    "prior",
+    "used",
+];
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a
@@ -155,6 +173,63 @@ pub fn hybrid_ranking_where(
         .iter()
         .map(|(&i, &s)| (s + NEIGHBOUR_WEIGHT * neighbour_score(i), docs[i].0.seq, i))
         .collect();
-    let order = ranked(smoothed, top_k);
-    order.into_iter().map(|i| docs[i].0.id).collect()
+    let order = ranked(smoothed.clone(), top_k.max(HEAD));
+    let score: HashMap<usize, f64> = smoothed.iter().map(|&(s, _, i)| (i, s)).collect();
+    let order = current_first(docs, query, order, &score);
+    order
+        .into_iter()
+        .take(top_k)
+        .map(|i| docs[i].0.id)
+        .collect()
+}
+
+/// The current over the stale (docs/RETRIEVAL.md): among the first `HEAD` of `order`,
+/// unless the query asks for the past, a memory that later-written ones of the head sit
+/// within `SAME_TOPIC` of (cosine of their own vectors) goes just below the lowest of
+/// them, when it stood above it.
+fn current_first(
+    docs: &[(Memory, Vec<f32>)],
+    query: &str,
+    mut order: Vec<usize>,
+    score: &HashMap<usize, f64>,
+) -> Vec<usize> {
+    let past = query
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| PAST_CUES.contains(&w.to_lowercase().as_str()));
+    if past {
+        return order;
+    }
+    let head = order.len().min(HEAD);
+    let seq = |i: usize| docs[i].0.seq;
+    // Newest first, so each memory's later relatives already have their final key.
+    let mut newest_first: Vec<usize> = order[..head].to_vec();
+    newest_first.sort_by_key(|&i| std::cmp::Reverse(seq(i)));
+    // (score, how many places below it) per memory: "just below" without float steps.
+    let mut key: HashMap<usize, (f64, u32)> =
+        order[..head].iter().map(|&i| (i, (score[&i], 0))).collect();
+    for &i in &newest_first {
+        let lowest = order[..head]
+            .iter()
+            .copied()
+            .filter(|&j| seq(j) > seq(i))
+            .filter(|&j| cosine(&docs[i].1, &docs[j].1) >= f64::from(SAME_TOPIC))
+            .min_by(|&a, &b| {
+                let (ka, kb) = (key[&a], key[&b]);
+                ka.0.total_cmp(&kb.0).then(kb.1.cmp(&ka.1))
+            });
+        if let Some(j) = lowest {
+            let (kj, ki) = (key[&j], key[&i]);
+            let above = ki.0 > kj.0 || (ki.0 == kj.0 && ki.1 <= kj.1);
+            if above {
+                key.insert(i, (kj.0, kj.1 + 1));
+            }
+        }
+    }
+    order[..head].sort_by(|&a, &b| {
+        let (ka, kb) = (key[&a], key[&b]);
+        kb.0.total_cmp(&ka.0)
+            .then(ka.1.cmp(&kb.1))
+            .then(seq(a).cmp(&seq(b)))
+    });
+    order
 }

@@ -64,6 +64,16 @@ pub fn test_model_dir() -> Option<PathBuf> {
     )
 }
 
+/// all-mpnet-base-v2: `CORTEX_TEST_MPNET_MODEL_DIR`, else where
+/// `scripts/fetch-mpnet-model.sh` puts it by default, or `None` after [`skip_or_fail`].
+pub fn test_mpnet_model_dir() -> Option<PathBuf> {
+    model_dir(
+        "CORTEX_TEST_MPNET_MODEL_DIR",
+        "all-mpnet-base-v2",
+        "scripts/fetch-mpnet-model.sh",
+    )
+}
+
 /// The local reranker's cross-encoder (ms-marco-MiniLM-L-12-v2):
 /// `CORTEX_TEST_RERANK_MODEL_DIR`, else where `scripts/fetch-reranker-model.sh` puts it by
 /// default, or `None` after [`skip_or_fail`].

@@ -828,6 +828,31 @@ impl MemoryStore for PostgresStore {
         self.bounded(self.pushdown(user, request)).await
     }
 
+    async fn embeddings(&self, user: &str, ids: &[MemoryId]) -> StoreResult<Vec<Option<Vec<f32>>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.bounded(async {
+            let built = build(
+                Query::select()
+                    .column(("m", Memories::Id))
+                    .column(("m", Memories::Embedding))
+                    .from_as(self.names().table(Memories::Table), "m")
+                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                    .and_where(Expr::col(("m", Memories::Id)).is_in(ids.iter().copied())),
+            );
+            let client = self.client().await?;
+            let mut by_id = HashMap::new();
+            for row in rows(&client, &built).await? {
+                let id: MemoryId = get_named(&row, Memories::Id)?;
+                let vector: Vector = get_named(&row, Memories::Embedding)?;
+                by_id.insert(id, vector.to_vec());
+            }
+            Ok(ids.iter().map(|id| by_id.get(id).cloned()).collect())
+        })
+        .await
+    }
+
     async fn supersede(&self, user: &str, supersession: &Supersession) -> StoreResult<Generation> {
         self.bounded(async {
             let names = self.names();

@@ -29,8 +29,12 @@ pub const LISTS_DEPTH: usize = 200;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Retriever {
-    /// Dense and BM25 fused (`cortex_core::fusion`): what `recall` returns.
+    /// Dense and BM25 fused (`cortex_core::fusion`), then the current over the stale
+    /// (`cortex_core::current`): what `recall` returns.
     Hybrid,
+    /// Dense and BM25 fused only, without the current-over-stale stage: the ablation that
+    /// says what that stage changes.
+    Fused,
     /// Cosine similarity only.
     Dense,
     /// Okapi BM25 only.
@@ -44,6 +48,7 @@ impl Retriever {
     pub fn as_str(self) -> &'static str {
         match self {
             Retriever::Hybrid => "hybrid",
+            Retriever::Fused => "fused",
             Retriever::Dense => "dense",
             Retriever::Bm25 => "bm25",
             Retriever::Reranked => "reranked",
@@ -122,6 +127,13 @@ impl<'a> Ranker<'a> {
                 if engine.rerank_failures() != failures {
                     return Err(BenchError::RerankFailed(self.question_id.to_owned()));
                 }
+                Ok(found.into_iter().map(|s| s.memory.id).collect())
+            }
+            Retriever::Fused => {
+                let vector = self.embed_query(query).await?;
+                let terms = query_terms(query);
+                let index = self.index().await?;
+                let found = cortex_core::hybrid_retrieve(index, &vector, &terms, depth)?;
                 Ok(found.into_iter().map(|s| s.memory.id).collect())
             }
             Retriever::Dense => {

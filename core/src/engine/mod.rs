@@ -23,6 +23,7 @@ use tokio::sync::OwnedRwLockReadGuard;
 use uuid::Uuid;
 
 use crate::clock::{Clock, SystemClock};
+use crate::current;
 use crate::embedding::validate_embedding;
 use crate::enrichment_store::{EnrichmentStore, MemoryRecords};
 use crate::error::StoreError;
@@ -89,6 +90,9 @@ pub struct EngineConfig {
     /// Most approximate heap bytes the per-user index cache holds before it drops the
     /// least recently used users' indexes (`None`: no bound).
     pub cache_max_bytes: Option<usize>,
+    /// The cosine at which two recalled memories count as one topic, so the later-written
+    /// goes first ([`current`]); `None` turns that stage off (fusion's order).
+    pub same_topic: Option<f32>,
 }
 
 impl EngineConfig {
@@ -113,6 +117,7 @@ impl Default for EngineConfig {
             rerank_depth: Tier::default().profile().rerank_depth,
             rerank_timeout: Duration::from_secs(10),
             cache_max_bytes: None,
+            same_topic: Some(current::SAME_TOPIC),
         }
     }
 }
@@ -503,15 +508,38 @@ impl CortexMemory {
             Some(_) => self.config.rerank_depth.clamp(top_k, MAX_LIMIT),
             None => top_k,
         };
-        let candidates = if self.store.capabilities().search {
+        // The current-over-stale stage compares the fused head whatever the limit, so a
+        // smaller recall stays a prefix of a larger one.
+        let past = self.config.same_topic.is_none() || current::asks_for_the_past(query);
+        let same_topic = self.config.same_topic.unwrap_or(current::SAME_TOPIC);
+        let fetch = if past {
+            depth
+        } else {
+            depth.max(current::HEAD)
+        };
+        let mut candidates = if self.store.capabilities().search {
             let request = SearchRequest {
                 query: query.to_owned(),
                 terms,
                 embedding,
-                top_k: depth,
+                top_k: fetch,
                 filter,
             };
-            self.store.search(user, &request).await?
+            let mut found = self.store.search(user, &request).await?;
+            if !past {
+                let head: Vec<MemoryId> = found
+                    .iter()
+                    .take(current::HEAD)
+                    .map(|c| c.memory.id)
+                    .collect();
+                let stored = self.store.embeddings(user, &head).await?;
+                let units = stored
+                    .into_iter()
+                    .map(|v| v.map(|v| crate::embedding::normalized(&v)))
+                    .collect();
+                current::prefer_current(&mut found, &units_or_empty(units), same_topic);
+            }
+            found
         } else {
             let built = self.current_index(user, signature.dimension).await?;
             match built.as_ref() {
@@ -522,10 +550,22 @@ impl CortexMemory {
                     if !b.index.any_expired(now) {
                         filter.alive_at = None;
                     }
-                    hybrid_retrieve_filtered(&b.index, &embedding, &terms, depth, &filter)?
+                    let mut found =
+                        hybrid_retrieve_filtered(&b.index, &embedding, &terms, fetch, &filter)?;
+                    if !past {
+                        let head: Vec<&Memory> = found
+                            .iter()
+                            .take(current::HEAD)
+                            .map(|c| &c.memory)
+                            .collect();
+                        let units = b.index.unit_vectors(&head)?;
+                        current::prefer_current(&mut found, &units_or_empty(units), same_topic);
+                    }
+                    found
                 }
             }
         };
+        candidates.truncate(depth);
         Ok(match &self.reranker {
             Some(reranker) => {
                 self.rerank(reranker.as_ref(), query, candidates, top_k)
@@ -1010,6 +1050,12 @@ pub struct Page {
 
 /// Cursors are opaque to callers; the version prefix lets their form change later.
 const CURSOR_PREFIX: &str = "c1.";
+
+/// Unit vectors for [`current::prefer_current`]; a memory without one (left the store
+/// since its candidate list was read) gets an empty vector, which is close to nothing.
+fn units_or_empty(units: Vec<Option<Vec<f32>>>) -> Vec<Vec<f32>> {
+    units.into_iter().map(Option::unwrap_or_default).collect()
+}
 
 fn encode_cursor(seq: i64) -> String {
     format!("{CURSOR_PREFIX}{seq:x}")

@@ -149,6 +149,12 @@ impl DenseMatrix {
 }
 
 impl DenseMatrix {
+    /// A resident matrix's unit row; `None` when only the codes are kept.
+    pub(crate) fn unit_row(&self, row: usize) -> Option<&[f32]> {
+        let d = self.dimension;
+        (self.resident && d > 0).then(|| &self.data[row * d..(row + 1) * d])
+    }
+
     /// Dot product of `query` with each of `rows` (ascending row numbers), as `scores`
     /// computes it for those rows. Only for a resident matrix.
     pub(crate) fn scores_of_rows<'a>(

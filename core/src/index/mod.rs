@@ -249,6 +249,39 @@ impl MemoryIndex {
         Ok(self.top(hits, pool))
     }
 
+    /// The unit vectors of `memories`, in order, as [`insert`](Self::insert) normalised
+    /// them: `None` for a memory that is not indexed, or that left the store since an
+    /// index over a [`VectorSource`] was built.
+    pub fn unit_vectors(&self, memories: &[&Memory]) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let rows: Vec<Option<usize>> = memories
+            .iter()
+            .map(|m| self.rows.get(&m.id).copied())
+            .collect();
+        let Some(source) = &self.source else {
+            return Ok(rows
+                .iter()
+                .map(|row| {
+                    row.and_then(|r| self.dense.unit_row(r))
+                        .map(<[f32]>::to_vec)
+                })
+                .collect());
+        };
+        let indexed: Vec<&Memory> = rows
+            .iter()
+            .zip(memories)
+            .filter(|(row, _)| row.is_some())
+            .map(|(_, m)| *m)
+            .collect();
+        let mut read = source.vectors(&indexed)?.into_iter();
+        Ok(rows
+            .iter()
+            .map(|row| {
+                row.and_then(|_| read.next().flatten())
+                    .map(|v| crate::embedding::normalized(&v))
+            })
+            .collect())
+    }
+
     /// [`DenseMatrix::scores_of_rows`] with each row read from `source` and normalised as
     /// [`insert`](Self::insert) normalised it, so the scores are bit-equal. A row whose
     /// memory left the store since the index was built is no candidate: the recall sees

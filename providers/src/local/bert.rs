@@ -1,6 +1,7 @@
-//! sentence-transformers BERT models (all-MiniLM-L6-v2, BGE, …) run through candle on
-//! the CPU: tokenize, sort by length, pad each batch to its longest input, run the
-//! encoder, pool over the attention mask, L2-normalise.
+//! sentence-transformers encoders run through candle on the CPU: BERT models
+//! (all-MiniLM-L6-v2, BGE, …) and MPNet (all-mpnet-base-v2). Tokenize, sort by length,
+//! pad each batch to its longest input, run the encoder, pool over the attention mask,
+//! L2-normalise.
 
 use std::fmt;
 use std::path::Path;
@@ -12,13 +13,57 @@ use cortex_core::ProviderError;
 use tokenizers::{Encoding, Tokenizer};
 
 use super::files::{CONFIG, TOKENIZER, WEIGHTS, config_error, read_json_object_if_present};
+use super::mpnet::{MpNetConfig, MpNetModel};
 use super::pooling::Pooling;
 use super::tokenize::{encode, load_tokenizer};
 use crate::vectors::l2_normalize;
 
-/// A loaded BERT sentence encoder.
+/// The transformer under a sentence encoder, by `config.json`'s `model_type`.
+pub(crate) enum Network {
+    Bert(BertModel),
+    MpNet(MpNetModel),
+}
+
+/// A `config.json` the local embedder can run.
+pub(crate) enum NetworkConfig {
+    Bert(Config),
+    MpNet(MpNetConfig),
+}
+
+impl NetworkConfig {
+    fn hidden_size(&self) -> usize {
+        match self {
+            Self::Bert(c) => c.hidden_size,
+            Self::MpNet(c) => c.hidden_size,
+        }
+    }
+
+    /// The positions a text may use: MPNet's first real position is `pad_token_id + 1`.
+    fn max_positions(&self) -> usize {
+        match self {
+            Self::Bert(c) => c.max_position_embeddings,
+            Self::MpNet(c) => c.max_position_embeddings.saturating_sub(c.pad_token_id + 1),
+        }
+    }
+
+    fn pad_token_id(&self) -> usize {
+        match self {
+            Self::Bert(c) => c.pad_token_id,
+            Self::MpNet(c) => c.pad_token_id,
+        }
+    }
+
+    fn load(&self, vars: VarBuilder) -> candle_core::Result<Network> {
+        match self {
+            Self::Bert(c) => BertModel::load(vars, c).map(Network::Bert),
+            Self::MpNet(c) => MpNetModel::load(vars, c).map(Network::MpNet),
+        }
+    }
+}
+
+/// A loaded sentence encoder.
 pub(crate) struct BertEncoder {
-    model: BertModel,
+    model: Network,
     tokenizer: Tokenizer,
     pooling: Pooling,
     max_tokens: usize,
@@ -40,21 +85,21 @@ impl fmt::Debug for BertEncoder {
 
 impl BertEncoder {
     pub(crate) fn load(dir: &Path) -> Result<Self, ProviderError> {
-        let config = read_config(dir)?;
-        let max_tokens = max_sequence_length(dir, config.max_position_embeddings)?;
+        let config = read_network_config(dir)?;
+        let max_tokens = max_sequence_length(dir, config.max_positions())?;
         let pooling = Pooling::from_model_dir(dir)?;
         let tokenizer = load_tokenizer(&dir.join(TOKENIZER), Some(max_tokens))?;
-        let pad_id = pad_id(dir, &config)?;
+        let pad_id = to_token_id(dir, config.pad_token_id())?;
         let device = Device::Cpu;
         let vars = read_weights(dir, &device)?;
-        let model = BertModel::load(vars, &config).map_err(weights_error(dir))?;
+        let model = config.load(vars).map_err(weights_error(dir))?;
         Ok(Self {
             model,
             tokenizer,
             pooling,
             max_tokens,
             pad_id,
-            dimension: config.hidden_size,
+            dimension: config.hidden_size(),
             device,
         })
     }
@@ -91,10 +136,14 @@ impl BertEncoder {
 
     fn embed_batch(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>, ProviderError> {
         let padded = Padded::new(batch, self.pad_id);
-        let hidden = padded
-            .forward(&self.model, &self.device)
-            .and_then(|hidden| hidden.to_vec3::<f32>())
-            .map_err(|e| invalid(format!("BERT inference failed: {e}")))?;
+        let hidden = match &self.model {
+            Network::Bert(model) => padded.forward(model, &self.device),
+            Network::MpNet(model) => {
+                model.forward(&padded.ids, &padded.mask, padded.rows, padded.longest)
+            }
+        }
+        .and_then(|hidden| hidden.to_vec3::<f32>())
+        .map_err(|e| invalid(format!("encoder inference failed: {e}")))?;
         Ok(hidden
             .iter()
             .zip(padded.mask.chunks(padded.longest.max(1)))
@@ -159,6 +208,23 @@ impl Padded {
     }
 }
 
+/// `dir/config.json` of a sentence encoder: BERT, or MPNet (`model_type` "mpnet").
+fn read_network_config(dir: &Path) -> Result<NetworkConfig, ProviderError> {
+    let config_path = dir.join(CONFIG);
+    let object = super::files::read_json_object(&config_path)?;
+    if object.get("model_type").and_then(serde_json::Value::as_str) != Some("mpnet") {
+        return read_config(dir).map(NetworkConfig::Bert);
+    }
+    serde_json::from_value(serde_json::Value::Object(object))
+        .map(NetworkConfig::MpNet)
+        .map_err(|e| {
+            config_error(format!(
+                "{} is not an MPNet config this build can load: {e}",
+                config_path.display()
+            ))
+        })
+}
+
 /// `dir/config.json`, refused unless it is a BERT config candle can run.
 pub(crate) fn read_config(dir: &Path) -> Result<Config, ProviderError> {
     let config_path = dir.join(CONFIG);
@@ -177,7 +243,8 @@ pub(crate) fn read_config(dir: &Path) -> Result<Config, ProviderError> {
     {
         return Err(config_error(format!(
             "{}: model_type {model_type:?} is not supported; the local models are \
-             BERT models (model_type \"bert\") and model2vec static models",
+             BERT and MPNet models (model_type \"bert\" or \"mpnet\") and model2vec \
+             static models",
             config_path.display()
         )));
     }
@@ -186,7 +253,11 @@ pub(crate) fn read_config(dir: &Path) -> Result<Config, ProviderError> {
 
 /// The padding token's id, as the tokenizer's ids are typed.
 pub(crate) fn pad_id(dir: &Path, config: &Config) -> Result<u32, ProviderError> {
-    u32::try_from(config.pad_token_id).map_err(|_| {
+    to_token_id(dir, config.pad_token_id)
+}
+
+fn to_token_id(dir: &Path, id: usize) -> Result<u32, ProviderError> {
+    u32::try_from(id).map_err(|_| {
         config_error(format!(
             "{}: pad_token_id is too large",
             dir.join(CONFIG).display()
@@ -211,7 +282,7 @@ pub(crate) fn read_weights(
 pub(crate) fn weights_error(dir: &Path) -> impl Fn(candle_core::Error) -> ProviderError + '_ {
     move |e| {
         config_error(format!(
-            "cannot load the BERT weights in {}: {e}",
+            "cannot load the encoder's weights in {}: {e}",
             dir.join(WEIGHTS).display()
         ))
     }

@@ -1,7 +1,8 @@
 //! The in-process embedder (`CORTEX_EMBED_PROVIDER=local`): no key, no network, CPU only.
 //!
 //! Two kinds of model, both loaded from a directory (`CORTEX_EMBED_MODEL_PATH`):
-//! - **BERT** sentence-transformers models such as all-MiniLM-L6-v2, run through candle:
+//! - **BERT** and **MPNet** sentence-transformers models such as all-MiniLM-L6-v2 and
+//!   all-mpnet-base-v2, run through candle:
 //!   `config.json`, `tokenizer.json`, `model.safetensors` (plus the optional
 //!   `sentence_bert_config.json` and `1_Pooling/config.json`);
 //! - **model2vec** static models: `tokenizer.json` and `model.safetensors`.
@@ -22,6 +23,8 @@ mod files;
 mod hub;
 #[cfg(feature = "local")]
 mod model2vec;
+#[cfg(feature = "local")]
+mod mpnet;
 #[cfg(feature = "local")]
 mod pooling;
 #[cfg(feature = "local")]

@@ -9,4 +9,5 @@ mod bert;
 mod common;
 mod config;
 mod model2vec;
+mod mpnet;
 mod reranker;

@@ -365,6 +365,8 @@ pub async fn unchanged_store_is_not_reread(factory: &dyn StoreFactory) {
     }
     if pushdown {
         assert_eq!(counting.calls("search"), QUERIES.len() as u64);
+        // The fused head's own vectors, for the current-over-stale stage.
+        assert_eq!(counting.calls("embeddings"), QUERIES.len() as u64);
         assert_eq!(counting.calls("build_index"), 0);
     } else {
         assert_eq!(
@@ -381,7 +383,8 @@ pub async fn unchanged_store_is_not_reread(factory: &dyn StoreFactory) {
         .collect();
     assert!(touched.is_empty(), "recall touched {touched:?}");
     let per_recall: u64 = calls.values().sum::<u64>() / QUERIES.len() as u64;
-    assert!(per_recall <= 2, "store calls per warm recall: {calls:?}");
+    let most = if pushdown { 3 } else { 2 };
+    assert!(per_recall <= most, "store calls per warm recall: {calls:?}");
 
     counting.reset();
     remember_all(&engine, &u, &["one more memory about otters"]).await;
@@ -553,4 +556,68 @@ pub async fn dense_list_is_exact_on_adversarial_vectors(factory: &dyn StoreFacto
             assert_eq!(got, expected, "query {q}, pool {pool}");
         }
     }
+}
+
+/// Of two memories on one topic (their own vectors close), the later-written is recalled
+/// first, at every limit, although the earlier one reads closer to the question; a
+/// question that asks for the earlier value gets fusion's order; a memory on another topic
+/// never moves.
+pub async fn the_current_memory_outranks_the_stale_one(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let dim = 8;
+    let old = "the test command is make test";
+    let new = "the suite now runs under cargo nextest";
+    let other = "the staging port is 8443";
+    // Neither question shares a word with the two, so the dense list alone orders them.
+    let query = "how is it invoked";
+    let past = "how was it invoked originally";
+    let unit = |v: [f32; 8]| v.to_vec();
+    let mut table = HashMap::new();
+    table.insert(
+        query.to_owned(),
+        unit([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    );
+    table.insert(
+        past.to_owned(),
+        unit([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    );
+    // old and new: cosine 0.98 with each other; old a little closer to the question.
+    table.insert(
+        old.to_owned(),
+        unit([0.9, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    );
+    table.insert(
+        new.to_owned(),
+        unit([0.8, 0.4, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    );
+    table.insert(
+        other.to_owned(),
+        unit([0.6, 0.0, 0.0, 0.8, 0.0, 0.0, 0.0, 0.0]),
+    );
+    let provider = Arc::new(TableProvider {
+        table,
+        fallback: FakeProvider::new(dim),
+    });
+    let engine = CortexMemory::new(store, provider);
+    let u = user("current");
+    remember_all(&engine, &u, &[old, other, new]).await;
+
+    let contents = |hits: &[ScoredMemory]| -> Vec<String> {
+        hits.iter().map(|h| h.memory.content.clone()).collect()
+    };
+    let three = engine.recall(&u, query, 3).await.unwrap();
+    assert_eq!(contents(&three), [new, old, other], "{three:#?}");
+    assert!(three[0].score > three[1].score && three[1].score >= three[2].score);
+    assert_eq!(
+        three[1].dense_rank,
+        Some(1),
+        "fusion alone put the stale one first"
+    );
+    for top_k in [1, 2] {
+        let fewer = engine.recall(&u, query, top_k).await.unwrap();
+        assert_eq!(fewer[..], three[..top_k], "a prefix at limit {top_k}");
+    }
+    let asked_for_the_past = engine.recall(&u, past, 3).await.unwrap();
+    assert_eq!(asked_for_the_past[0].memory.content, old);
 }

@@ -63,8 +63,21 @@ struct RawQuestion {
 /// binary for `cortex bench --format dev`.
 pub const COMMITTED: &str = include_str!("../../../tests/fixtures/personal_memories.json");
 
-/// The tags a question may carry (they describe it; nothing ranks by them).
-pub const TAGS: [&str; 4] = ["paraphrase", "lexical", "exact-token", "distractor"];
+/// The coding agent's set (`cli/tests/fixtures/coding_memories.json`): conventions,
+/// commands, paths, error codes, ports and versions, owners, decisions, dated events.
+pub const CODING: &str = include_str!("../../../tests/fixtures/coding_memories.json");
+
+/// The tags a question may carry (they describe it; nothing ranks by them). `stale`: an
+/// older memory on the same topic says what is no longer true; `past`: the question
+/// asks for that older value.
+pub const TAGS: [&str; 6] = [
+    "paraphrase",
+    "lexical",
+    "exact-token",
+    "distractor",
+    "stale",
+    "past",
+];
 
 /// Parses a memory set. Every memory id is unique, every answer names a memory, every
 /// date is `YYYY-MM-DD`, and every tag is one of [`TAGS`]; anything else is refused
@@ -194,13 +207,28 @@ mod tests {
         }
     }
 
-    /// What the issue asks of the committed set, checked with the engine's own analyser.
+    /// What the issues ask of the committed sets, checked with the engine's own analyser.
     #[test]
-    fn the_committed_set_is_what_it_claims() {
+    fn the_committed_sets_are_what_they_claim() {
+        check_set(COMMITTED);
+        check_set(CODING);
+        // The coding set's stale pairs: questions about the current value with an older
+        // memory on the topic, and questions that ask for that older value.
+        let raw: RawSet = serde_json::from_str(CODING).unwrap();
+        let tagged = |tag: &str| {
+            raw.questions
+                .iter()
+                .filter(|q| q.tags.iter().any(|t| t == tag))
+                .count()
+        };
+        assert!(tagged("stale") >= 15, "{} stale", tagged("stale"));
+        assert!(tagged("past") >= 5, "{} past", tagged("past"));
+    }
+
+    fn check_set(text: &str) {
         use cortex_core::tokenizer::query_terms;
         use std::collections::HashSet;
 
-        let text = COMMITTED;
         let sample = parse(text).unwrap();
         let raw: RawSet = serde_json::from_str(text).unwrap();
         let memories: HashMap<&str, &RawMemory> = raw
