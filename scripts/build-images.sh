@@ -115,7 +115,7 @@ build_server() {
       cargo build --locked -p cortex-mcp -p cortex-cli
     fi
   fi
-  model="$(bash scripts/fetch-test-model.sh)"
+  model="$(bash scripts/fetch-mpnet-model.sh)"
   context="$work/server"
   rm -rf "$context"
   mkdir -p "$context/bin" "$context/model"

@@ -15,6 +15,7 @@
 //! ranking is exactly fusion's. The measurements are in docs/RETRIEVAL.md.
 
 use crate::hybrid::ScoredMemory;
+use crate::memory::{Memory, MemoryKind};
 
 /// How many of the fused first candidates are compared (and may move).
 pub const HEAD: usize = 10;
@@ -72,6 +73,7 @@ pub fn prefer_current(
             .iter()
             .copied()
             .filter(|&j| head[j].memory.seq > head[i].memory.seq)
+            .filter(|&j| succeeds(&head[i].memory, &head[j].memory))
             .filter(|&j| cosine(&units[i], &units[j]) >= same_topic)
             .min_by(|&a, &b| head[a].score.total_cmp(&head[b].score));
         if let Some(j) = successor
@@ -91,6 +93,20 @@ pub fn prefer_current(
     moved
 }
 
+/// Whether `newer` can make `older` stale by kind: both state a value that holds until
+/// replaced (a fact, a preference, a decision, an instruction) and are the same kind. An
+/// event stays true when a later one happens, and a note says nothing of how long it holds.
+pub fn succeeds(older: &Memory, newer: &Memory) -> bool {
+    older.kind == newer.kind
+        && matches!(
+            older.kind,
+            MemoryKind::Fact
+                | MemoryKind::Preference
+                | MemoryKind::Decision
+                | MemoryKind::Instruction
+        )
+}
+
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -107,7 +123,7 @@ fn next_below(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{Memory, MemoryId, MemoryKind};
+    use crate::memory::MemoryId;
 
     fn scored(seq: i64, score: f64) -> ScoredMemory {
         ScoredMemory {
@@ -115,7 +131,7 @@ mod tests {
                 id: MemoryId::new_v4(),
                 user_id: "u".into(),
                 content: format!("memory {seq}"),
-                kind: MemoryKind::Note,
+                kind: MemoryKind::Fact,
                 tags: Vec::new(),
                 created_at: chrono::Utc::now(),
                 seq,

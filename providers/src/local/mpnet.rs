@@ -169,7 +169,7 @@ impl MpNetModel {
         {
             candle_core::bail!("hidden_act {act:?} is not supported; MPNet uses \"gelu\"");
         }
-        if c.num_attention_heads == 0 || c.hidden_size % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
             candle_core::bail!("hidden_size is not a multiple of num_attention_heads");
         }
         let e = vb.pp("embeddings");

@@ -7,8 +7,14 @@ use std::str::FromStr;
 
 use cortex_core::ProviderError;
 
-/// The model a default installation uses: small, English, 384 dimensions.
-pub const DEFAULT_LOCAL_MODEL_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
+/// The model a default installation uses: all-mpnet-base-v2, English, 768 dimensions
+/// (docs/RETRIEVAL.md has the measurements that chose it over all-MiniLM-L6-v2).
+pub const DEFAULT_LOCAL_MODEL_REPO: &str = "sentence-transformers/all-mpnet-base-v2";
+
+/// The default before all-mpnet-base-v2: its directory is still used when it is the only
+/// model on disk, so an installation that fetched it keeps working (and a store written
+/// with it keeps its signature) until `cortex reembed` moves it on.
+pub const PREVIOUS_LOCAL_MODEL_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
 
 /// Texts per forward pass. 32 keeps padding waste low (texts are sorted by length
 /// first) while a batch of 256-token texts stays around 100 MB of activations.
@@ -65,6 +71,9 @@ pub struct LocalSettings {
     pub repo: String,
     /// `~/.cortex/models/<name of repo>`, looked at when no path is given.
     pub default_dir: Option<PathBuf>,
+    /// `~/.cortex/models/all-MiniLM-L6-v2`, looked at when the default directory holds no
+    /// model and no repo was named (the previous default's place).
+    pub previous_dir: Option<PathBuf>,
     /// `CORTEX_LOCAL_MODEL_KIND`; detected from the files when unset.
     pub kind: Option<LocalModelKind>,
     /// `CORTEX_LOCAL_BATCH_SIZE`.
@@ -78,8 +87,16 @@ impl LocalSettings {
             .or_else(|| var("USERPROFILE"))
             .map(PathBuf::from);
         let model_path = var("CORTEX_EMBED_MODEL_PATH").map(|p| expand_home(&p, home.as_deref()));
-        let repo =
-            var("CORTEX_LOCAL_MODEL_REPO").unwrap_or_else(|| DEFAULT_LOCAL_MODEL_REPO.into());
+        let named = var("CORTEX_LOCAL_MODEL_REPO");
+        let previous_dir = match named {
+            Some(_) => None,
+            None => home.as_ref().map(|h| {
+                h.join(".cortex")
+                    .join("models")
+                    .join(repo_name(PREVIOUS_LOCAL_MODEL_REPO))
+            }),
+        };
+        let repo = named.unwrap_or_else(|| DEFAULT_LOCAL_MODEL_REPO.into());
         let default_dir = home.map(|h| h.join(".cortex").join("models").join(repo_name(&repo)));
         let kind = var("CORTEX_LOCAL_MODEL_KIND")
             .map(|k| k.parse())
@@ -99,20 +116,24 @@ impl LocalSettings {
             model_path,
             repo,
             default_dir,
+            previous_dir,
             kind,
             batch_size,
         })
     }
 
     /// The directory to load: the explicit path, else the default directory if it
-    /// holds a model. `None` means there is nothing on disk yet.
+    /// holds a model, else the previous default's. `None` means there is nothing on disk
+    /// yet.
     pub fn model_dir(&self) -> Option<&Path> {
         if let Some(path) = &self.model_path {
             return Some(path);
         }
+        let holds_model = |dir: &&Path| dir.join("tokenizer.json").is_file();
         self.default_dir
             .as_deref()
-            .filter(|dir| dir.join("tokenizer.json").is_file())
+            .filter(holds_model)
+            .or_else(|| self.previous_dir.as_deref().filter(holds_model))
     }
 
     /// Whether a model is on disk or was asked for by path: the condition under which
@@ -122,8 +143,8 @@ impl LocalSettings {
     }
 }
 
-/// The last segment of a hub id: `sentence-transformers/all-MiniLM-L6-v2` is stored
-/// as `all-MiniLM-L6-v2`.
+/// The last segment of a hub id: `sentence-transformers/all-mpnet-base-v2` is stored
+/// as `all-mpnet-base-v2`.
 pub(crate) fn repo_name(repo: &str) -> &str {
     repo.rsplit('/').next().unwrap_or(repo)
 }
@@ -156,6 +177,10 @@ mod tests {
         assert_eq!(s.batch_size, DEFAULT_LOCAL_BATCH_SIZE);
         assert_eq!(
             s.default_dir.as_deref(),
+            Some(Path::new("/home/ada/.cortex/models/all-mpnet-base-v2"))
+        );
+        assert_eq!(
+            s.previous_dir.as_deref(),
             Some(Path::new("/home/ada/.cortex/models/all-MiniLM-L6-v2"))
         );
 
@@ -179,6 +204,32 @@ mod tests {
         );
         assert_eq!(s.kind, Some(LocalModelKind::Model2Vec));
         assert_eq!(s.batch_size, 8);
+    }
+
+    #[test]
+    fn the_previous_default_is_used_only_when_it_is_the_one_on_disk() {
+        let home = tempfile::tempdir().unwrap();
+        let models = home.path().join(".cortex/models");
+        let holds = |name: &str| {
+            std::fs::create_dir_all(models.join(name)).unwrap();
+            std::fs::write(models.join(name).join("tokenizer.json"), "{}").unwrap();
+        };
+        let home_var = home.path().to_str().unwrap();
+        holds("all-MiniLM-L6-v2");
+        let s = settings(&[("HOME", home_var)]).unwrap();
+        assert_eq!(
+            s.model_dir(),
+            Some(models.join("all-MiniLM-L6-v2").as_path())
+        );
+        holds("all-mpnet-base-v2");
+        let s = settings(&[("HOME", home_var)]).unwrap();
+        assert_eq!(
+            s.model_dir(),
+            Some(models.join("all-mpnet-base-v2").as_path())
+        );
+        // A repo named on purpose never falls back to another model.
+        let s = settings(&[("HOME", home_var), ("CORTEX_LOCAL_MODEL_REPO", "org/other")]).unwrap();
+        assert_eq!(s.model_dir(), None);
     }
 
     #[test]

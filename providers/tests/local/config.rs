@@ -129,7 +129,8 @@ fn with_nothing_configured_the_error_says_what_to_set() {
     let text = err.to_string();
     for needed in [
         "CORTEX_EMBED_MODEL_PATH",
-        ".cortex/models/all-MiniLM-L6-v2",
+        ".cortex/models/all-mpnet-base-v2",
+        "fetch-mpnet-model.sh",
         "GEMINI_API_KEY",
         "CORTEX_EMBED_PROVIDER=fake",
     ] {

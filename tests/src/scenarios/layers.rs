@@ -494,4 +494,18 @@ pub async fn reranker_reorders_and_failures_fall_back(factory: &dyn StoreFactory
         assert_eq!(reranker.calls.load(Ordering::SeqCst), 1);
         assert_eq!(failing.rerank_failures(), 1);
     }
+
+    // A limit past the depth: the reranker still reads only the depth's candidates, and
+    // the rest follow in fused order.
+    let (reversing, reranker) = with(RerankBehaviour::Reverse);
+    let got = reversing.recall(&u, query, 20).await.unwrap();
+    assert_eq!(*reranker.seen.lock().unwrap(), 12, "capped at the depth");
+    let rrf_20 = plain.recall(&u, query, 20).await.unwrap();
+    let mut expected: Vec<_> = rrf_20[..12].iter().rev().map(|h| h.memory.id).collect();
+    expected.extend(rrf_20[12..].iter().map(|h| h.memory.id));
+    assert_eq!(
+        got.iter().map(|h| h.memory.id).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(got[12..].iter().all(|h| h.rerank_score.is_none()));
 }

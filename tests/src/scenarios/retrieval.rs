@@ -558,10 +558,10 @@ pub async fn dense_list_is_exact_on_adversarial_vectors(factory: &dyn StoreFacto
     }
 }
 
-/// Of two memories on one topic (their own vectors close), the later-written is recalled
+/// Of two facts on one topic (their own vectors close), the later-written is recalled
 /// first, at every limit, although the earlier one reads closer to the question; a
 /// question that asks for the earlier value gets fusion's order; a memory on another topic
-/// never moves.
+/// never moves, and neither do notes.
 pub async fn the_current_memory_outranks_the_stale_one(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = storage.connect().await;
@@ -601,7 +601,12 @@ pub async fn the_current_memory_outranks_the_stale_one(factory: &dyn StoreFactor
     });
     let engine = CortexMemory::new(store, provider);
     let u = user("current");
-    remember_all(&engine, &u, &[old, other, new]).await;
+    for text in [old, other, new] {
+        engine
+            .memorize(&u, text, MemoryKind::Fact, &[])
+            .await
+            .unwrap();
+    }
 
     let contents = |hits: &[ScoredMemory]| -> Vec<String> {
         hits.iter().map(|h| h.memory.content.clone()).collect()
@@ -620,4 +625,10 @@ pub async fn the_current_memory_outranks_the_stale_one(factory: &dyn StoreFactor
     }
     let asked_for_the_past = engine.recall(&u, past, 3).await.unwrap();
     assert_eq!(asked_for_the_past[0].memory.content, old);
+
+    // Notes (and events) are never stale: a later note on a topic is not a correction.
+    let notes = user("current-notes");
+    remember_all(&engine, &notes, &[old, other, new]).await;
+    let hits = engine.recall(&notes, query, 3).await.unwrap();
+    assert_eq!(contents(&hits), [old, new, other], "{hits:#?}");
 }
