@@ -25,7 +25,7 @@ pub const HEAD: usize = 10;
 pub const SAME_TOPIC: f32 = 0.75;
 
 /// Words that ask for an earlier value; a query holding one is answered in fusion's order.
-const PAST_CUES: [&str; 12] = [
+pub const PAST_CUES: [&str; 12] = [
     "before",
     "previously",
     "previous",

@@ -17,23 +17,11 @@ const LEXICAL_CONFIDENCE: f64 = 0.4;
 const MIN_WEIGHT: f64 = 0.2;
 const EPSILON: f64 = 1e-3;
 // The current over the stale: how many fused firsts are compared, from which cosine two
-// memories are one topic, and the words that ask for an earlier value.
+// memories are one topic, and the words that ask for an earlier value (the engine's own
+// lists: the reference re-derives the reordering, not the vocabulary).
 const HEAD: usize = 10;
 const SAME_TOPIC: f32 = cortex_core::current::SAME_TOPIC;
-const PAST_CUES: [&str; 12] = [
-    "before",
-    "previously",
-    "previous",
-    "originally",
-    "original",
-    "old",
-    "older",
-    "earlier",
-    "initially",
-    "formerly",
-    "prior",
-    "used",
-];
+const PAST_CUES: [&str; 12] = cortex_core::current::PAST_CUES;
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let dot: f64 = a
