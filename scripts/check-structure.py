@@ -6,6 +6,10 @@
    item) must not be imported back, directly or around a loop. A module and its own
    submodules are one unit (a parent declaring a child is containment, not an import).
 2. No function in the backends longer than 100 lines.
+3. docs/ARCHITECTURE.md true to the tree: its "Module map" has a section for every crate of
+   the workspace (`members` in Cargo.toml; `fuzz` is its own workspace) listing every `.rs`
+   file under that crate's `src/` exactly once, and nothing that is not there; every
+   repository path the document names in backticks exists.
 
 Usage: scripts/check-structure.py (from anywhere); exits 1 and names each violation.
 """
@@ -16,9 +20,11 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["core/src", "app/src", "backends/sqlite/src", "backends/postgres/src",
-          "providers/src", "mcp/src", "cli/src", "web/src"]
+          "providers/src", "mcp/src", "cli/src", "web/src", "bench/src"]
 LONG_FUNCTION_DIRS = ["backends/sqlite/src", "backends/postgres/src"]
 MAX_FUNCTION_LINES = 100
+ARCHITECTURE = "docs/ARCHITECTURE.md"
+NOT_MAPPED = {"fuzz"}  # its own workspace, with no `src/` of modules
 
 
 def crate_files(src):
@@ -170,8 +176,87 @@ def long_functions_in(path):
     return found
 
 
+def workspace_members():
+    """The crate directories of the root Cargo.toml's [workspace] members."""
+    text = open(os.path.join(ROOT, "Cargo.toml")).read()
+    try:
+        import tomllib
+        members = tomllib.loads(text)["workspace"]["members"]
+    except ImportError:  # Python before 3.11
+        m = re.search(r'^\[workspace\][^\[]*?^members\s*=\s*\[(.*?)\]', text, re.S | re.M)
+        members = re.findall(r'"([^"]+)"', m.group(1)) if m else []
+    return [c for c in members if c not in NOT_MAPPED]
+
+
+def module_map(text):
+    """The "## Module map" section as crate dir -> the files listed under its "### <dir>"
+    heading, in order; None when there is no such section."""
+    m = re.search(r'^## Module map[^\n]*\n(.*?)(?=^## |\Z)', text, re.S | re.M)
+    if m is None:
+        return None
+    sections, crate = {}, None
+    for line in m.group(1).split("\n"):
+        h = re.match(r'^### `?([\w./-]+?)/?`?(?:\s|$)', line)
+        if h:
+            crate = h.group(1)
+            sections.setdefault(crate, [])
+            continue
+        e = re.match(r'^- `([^`]+\.rs)`', line)
+        if e and crate is not None:
+            sections[crate].append(e.group(1))
+    return sections
+
+
+def architecture():
+    text = open(os.path.join(ROOT, ARCHITECTURE)).read()
+    return module_map_problems(text) + named_path_problems(text)
+
+
+def module_map_problems(text):
+    sections = module_map(text)
+    if sections is None:
+        return [f"{ARCHITECTURE}: no \"## Module map\" section"]
+    found = []
+    members = workspace_members()
+    for crate in members:
+        src = os.path.join(ROOT, crate, "src")
+        on_disk = sorted(os.path.relpath(os.path.join(dp, f), src).replace(os.sep, "/")
+                         for dp, _, fn in os.walk(src) for f in fn if f.endswith(".rs"))
+        if crate not in sections:
+            found.append(f"{ARCHITECTURE}: the module map has no section for {crate} "
+                         f"({len(on_disk)} modules)")
+            continue
+        listed = sections[crate]
+        for f in sorted({f for f in listed if listed.count(f) > 1}):
+            found.append(f"{ARCHITECTURE}: the module map lists {crate}/src/{f} more than once")
+        for f in on_disk:
+            if f not in listed:
+                found.append(f"{crate}/src/{f}: not in {ARCHITECTURE}'s module map")
+        for f in listed:
+            if f not in on_disk:
+                found.append(f"{ARCHITECTURE}: the module map lists {crate}/src/{f}, "
+                             "which does not exist")
+    for crate in sections:
+        if crate not in members:
+            found.append(f"{ARCHITECTURE}: the module map has a section for {crate}, "
+                         "which is not a workspace member")
+    return found
+
+
+def named_path_problems(text):
+    """Paths named in backticks that start at a top-level directory must exist."""
+    tops = {d for d in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, d))
+            and not d.startswith(".") and d != "target"}
+    found = []
+    for path in sorted(set(re.findall(r'`([\w./-]+)`', text))):
+        top = path.split("/")[0]
+        if "/" in path and top in tops and not os.path.exists(os.path.join(ROOT, path)):
+            found.append(f"{ARCHITECTURE}: names {path}, which does not exist")
+    return found
+
+
 if __name__ == "__main__":
-    problems = import_cycles() + long_functions()
+    problems = import_cycles() + long_functions() + architecture()
     for p in problems:
         print(p)
     sys.exit(1 if problems else 0)

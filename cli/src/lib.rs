@@ -1,7 +1,7 @@
 //! The `cortex` command: administration of the store the MCP server uses ([`admin`]:
-//! add, search, list, forget, history, stats, doctor, export, import, migrate, reembed)
-//! and the retrieval benchmarks ([`bench`]: LongMemEval, LoCoMo, the memory set, every dev
-//! set at once). [`cli`] is the command line, [`run`] runs a parsed command. The parts are
+//! add, search, list, forget, history, stats, doctor, export, import, migrate, reembed).
+//! The retrieval benchmarks are not in the product: they are the `cortex-bench` crate.
+//! [`cli`] is the command line, [`run`] runs a parsed command. The parts are
 //! public so tests and other tools can drive them without the binary.
 //!
 //! The administration commands read the environment and open the store through
@@ -9,9 +9,8 @@
 //! store and embedder the server would.
 
 pub mod admin;
-pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod run;
 
-pub use error::{BenchError, CommandError};
+pub use error::CommandError;

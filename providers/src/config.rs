@@ -6,7 +6,6 @@
 //! tests never touch the process environment.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +17,6 @@ use crate::anthropic::{
     ANTHROPIC_BASE_URL, ANTHROPIC_LLM_MODEL, AnthropicConfig, AnthropicProvider,
 };
 use crate::blocking::off_runtime;
-use crate::cache::CachingProvider;
-use crate::cache_store::ResponseCache;
 use crate::fake::{FAKE_MODEL, FakeProvider};
 use crate::gemini::{
     GEMINI_BASE_URL, GEMINI_EMBED_DIM, GEMINI_EMBED_MODEL, GEMINI_LLM_MODEL, GeminiConfig,
@@ -126,8 +123,6 @@ pub struct ProviderConfig {
     pub ollama: Service,
     /// `ANTHROPIC_API_KEY`, `CORTEX_ANTHROPIC_BASE_URL`.
     pub anthropic: Service,
-    /// SQLite file memoizing every call (`CORTEX_PROVIDER_CACHE`); none by default.
-    pub cache_path: Option<PathBuf>,
     pub http: HttpOptions,
     /// The `local` embedder's model and batching (`CORTEX_EMBED_MODEL_PATH`, …).
     pub local: LocalSettings,
@@ -292,7 +287,6 @@ impl ProviderConfig {
                 "CORTEX_ANTHROPIC_BASE_URL",
                 ANTHROPIC_BASE_URL,
             ),
-            cache_path: var("CORTEX_PROVIDER_CACHE").map(PathBuf::from),
             http,
             local,
         })
@@ -329,39 +323,34 @@ impl ProviderConfig {
         EmbeddingSignature::new(self.embed.model.clone(), self.embed.dimension)
     }
 
-    /// The embedding provider, wrapped in a [`CachingProvider`] when
-    /// `CORTEX_PROVIDER_CACHE` is set. Fails with [`ProviderError::MissingKey`] naming
+    /// The embedding provider. Fails with [`ProviderError::MissingKey`] naming
     /// the variable when the chosen service needs a key that is not set, and with
     /// [`ProviderError::Config`] listing every way to get an embedder when none was
     /// chosen and neither a key nor a local model is there.
     pub fn build_embedder(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
-        let (provider, generation_model) = match self.embed.provider {
+        match self.embed.provider {
             EmbedProviderKind::Gemini if !self.embed.explicit && self.gemini.key.is_none() => {
-                return Err(no_embedder(&self.local));
+                Err(no_embedder(&self.local))
             }
-            EmbedProviderKind::Gemini => gemini(self.gemini_config()?)?,
-            EmbedProviderKind::OpenAi => openai(self.openai_config()?)?,
-            EmbedProviderKind::Ollama => openai(self.ollama_config())?,
-            // Never cached: its answers are scripted per test.
-            EmbedProviderKind::Fake => {
-                return Ok(Arc::new(
-                    FakeProvider::new(self.embed.dimension).with_model(self.embed.model.clone()),
-                ));
-            }
-            EmbedProviderKind::Local => (local_embedder(self)?, String::new()),
-        };
-        self.maybe_cached(provider, &generation_model)
+            EmbedProviderKind::Gemini => gemini(self.gemini_config()?),
+            EmbedProviderKind::OpenAi => openai(self.openai_config()?),
+            EmbedProviderKind::Ollama => openai(self.ollama_config()),
+            EmbedProviderKind::Fake => Ok(Arc::new(
+                FakeProvider::new(self.embed.dimension).with_model(self.embed.model.clone()),
+            )),
+            EmbedProviderKind::Local => local_embedder(self),
+        }
     }
 
     /// [`build_embedder`](Self::build_embedder) on a blocking thread, for async callers:
     /// building may load a local model (seconds of file reading and parsing), download it
-    /// from the hub, or open the cache file, none of which may hold a runtime worker.
+    /// from the hub, none of which may hold a runtime worker.
     pub async fn build_embedder_async(&self) -> Result<Arc<dyn LLMProvider>, ProviderError> {
         let config = self.clone();
         off_runtime("building the embedder", move || config.build_embedder()).await?
     }
 
-    /// [`build_llm`](Self::build_llm) on a blocking thread (it may open the cache file).
+    /// [`build_llm`](Self::build_llm) on a blocking thread.
     pub async fn build_llm_async(&self) -> Result<Option<Arc<dyn LLMProvider>>, ProviderError> {
         let config = self.clone();
         off_runtime("building the generation provider", move || {
@@ -370,14 +359,11 @@ impl ProviderConfig {
         .await?
     }
 
-    /// The generation provider, `None` for `CORTEX_LLM_PROVIDER=none` (the default);
-    /// cached like [`build_embedder`](Self::build_embedder).
+    /// The generation provider, `None` for `CORTEX_LLM_PROVIDER=none` (the default).
     pub fn build_llm(&self) -> Result<Option<Arc<dyn LLMProvider>>, ProviderError> {
-        let (provider, generation_model) = match self.llm.provider {
+        let provider = match self.llm.provider {
             LlmProviderKind::None => return Ok(None),
-            LlmProviderKind::Fake => {
-                return Ok(Some(Arc::new(FakeProvider::new(self.embed.dimension))));
-            }
+            LlmProviderKind::Fake => Arc::new(FakeProvider::new(self.embed.dimension)),
             LlmProviderKind::Gemini => gemini(self.gemini_config()?)?,
             LlmProviderKind::OpenAi => openai(self.openai_config()?)?,
             LlmProviderKind::Ollama => openai(self.ollama_config())?,
@@ -390,36 +376,16 @@ impl ProviderConfig {
                         provider: "anthropic",
                         variable: "ANTHROPIC_API_KEY",
                     })?;
-                let provider = AnthropicProvider::new(AnthropicConfig {
+                Arc::new(AnthropicProvider::new(AnthropicConfig {
                     api_key,
                     base_url: self.anthropic.base_url.clone(),
                     generation_model: self.llm.model.clone(),
                     send_temperature: self.llm.send_temperature,
                     http: self.http.clone(),
-                })?;
-                let model = provider.generation_model().to_owned();
-                (Arc::new(provider) as Arc<dyn LLMProvider>, model)
+                })?)
             }
         };
-        self.maybe_cached(provider, &generation_model).map(Some)
-    }
-
-    fn maybe_cached(
-        &self,
-        provider: Arc<dyn LLMProvider>,
-        generation_model: &str,
-    ) -> Result<Arc<dyn LLMProvider>, ProviderError> {
-        match &self.cache_path {
-            None => Ok(provider),
-            Some(path) => {
-                let cache = Arc::new(ResponseCache::open(path)?);
-                Ok(Arc::new(CachingProvider::new(
-                    provider,
-                    cache,
-                    generation_model,
-                )))
-            }
-        }
+        Ok(Some(provider))
     }
 
     fn gemini_config(&self) -> Result<GeminiConfig, ProviderError> {
@@ -506,8 +472,6 @@ impl ProviderConfig {
     }
 }
 
-type Built = (Arc<dyn LLMProvider>, String);
-
 #[cfg(feature = "local")]
 fn local_embedder(config: &ProviderConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
     let provider = local::build(&config.local, &config.embed.model, config.embed.dimension)?;
@@ -543,16 +507,12 @@ fn no_embedder(local: &LocalSettings) -> ProviderError {
     ))
 }
 
-fn gemini(config: GeminiConfig) -> Result<Built, ProviderError> {
-    let provider = GeminiProvider::new(config)?;
-    let model = provider.generation_model().to_owned();
-    Ok((Arc::new(provider), model))
+fn gemini(config: GeminiConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+    Ok(Arc::new(GeminiProvider::new(config)?))
 }
 
-fn openai(config: OpenAiConfig) -> Result<Built, ProviderError> {
-    let provider = OpenAiProvider::new(config)?;
-    let model = provider.generation_model().to_owned();
-    Ok((Arc::new(provider), model))
+fn openai(config: OpenAiConfig) -> Result<Arc<dyn LLMProvider>, ProviderError> {
+    Ok(Arc::new(OpenAiProvider::new(config)?))
 }
 
 fn embed_model_and_dimension(

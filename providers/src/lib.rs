@@ -9,7 +9,6 @@
 //!   model directory; no key, no network. Behind the default cargo feature `local`.
 //! - [`HttpReranker`]: the Cohere / Jina / Voyage `/rerank` APIs, and `LocalReranker`, a
 //!   cross-encoder on the CPU: the optional reranker, chosen by [`RerankerConfig`].
-//! - [`CachingProvider`]: memoizes any of them, in memory or in a SQLite file.
 //! - [`ProviderConfig`]: picks and builds them from `CORTEX_*` environment variables.
 //!
 //! Every HTTP adapter shares one request path ([`HttpOptions`], [`RetryPolicy`]):
@@ -18,8 +17,6 @@
 
 pub mod anthropic;
 mod blocking;
-pub mod cache;
-pub mod cache_store;
 pub mod config;
 pub mod fake;
 pub mod gemini;
@@ -33,8 +30,6 @@ pub mod secret;
 mod vectors;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
-pub use cache::CachingProvider;
-pub use cache_store::ResponseCache;
 pub use config::{
     EmbedProviderKind, EmbedSettings, LlmProviderKind, LlmSettings, ProviderConfig, Service,
 };
@@ -49,3 +44,4 @@ pub use rerank::{HttpReranker, RerankConfig, RerankStyle};
 pub use reranker_config::{DEFAULT_LOCAL_RERANK_MODEL, RerankerConfig};
 pub use retry::{RetryPolicy, SleepFuture, Sleeper, TokioSleeper};
 pub use secret::ApiKey;
+pub use vectors::check_vectors;

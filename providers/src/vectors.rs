@@ -6,7 +6,7 @@ use cortex_core::embedding::validate_embedding;
 /// Refuses an answer with the wrong number of vectors, or any vector that is empty, of
 /// the wrong dimension, non-finite or all zeros. A bad answer must be an error, never a
 /// silent write of garbage into the index.
-pub(crate) fn check_vectors(
+pub fn check_vectors(
     provider: &'static str,
     vectors: &[Vec<f32>],
     expected_count: usize,

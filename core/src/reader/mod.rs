@@ -1,9 +1,8 @@
 //! Prompts and parsers for the model calls Cortex makes: the write-time extraction and
-//! supersession arbiter, and the Chain-of-Note reader and judge of the benchmark path.
+//! supersession arbiter (the benchmark's reader and judge live in the bench crate).
 //! Parsers accept what models really return and never panic.
 
 pub mod arbiter;
-pub mod chain_of_note;
 pub mod extraction;
 pub mod json;
 
@@ -26,8 +25,6 @@ mod fuzz {
         fn parsers_never_panic_on_arbitrary_text(text in ".*") {
             let _ = super::extraction::parse_extraction(&text);
             let _ = super::arbiter::parse_verdict(&text, 5);
-            let _ = super::chain_of_note::parse_reader_answer(&text);
-            let _ = super::chain_of_note::parse_judge(&text);
         }
 
         #[test]

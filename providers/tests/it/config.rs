@@ -25,7 +25,6 @@ fn defaults_are_gemini_embeddings_and_no_generation() {
     assert_eq!(c.llm.provider, LlmProviderKind::None);
     assert_eq!(c.llm.max_tokens_field, MaxTokensField::MaxTokens);
     assert!(c.llm.send_temperature);
-    assert!(c.cache_path.is_none());
     assert!(c.build_llm().unwrap().is_none());
 
     let c = config(&[
@@ -234,7 +233,6 @@ fn other_settings_parse_or_fail_clearly() {
         ("CORTEX_PROVIDER_TIMEOUT_SECS", "5"),
         ("CORTEX_PROVIDER_MAX_ATTEMPTS", "2"),
         ("CORTEX_PROVIDER_RETRY_BUDGET_SECS", "9"),
-        ("CORTEX_PROVIDER_CACHE", "/tmp/cache.sqlite"),
     ])
     .unwrap();
     assert_eq!(c.llm.max_tokens_field, MaxTokensField::MaxCompletionTokens);
@@ -242,10 +240,6 @@ fn other_settings_parse_or_fail_clearly() {
     assert_eq!(c.http.timeout.as_secs(), 5);
     assert_eq!(c.http.retry.max_attempts, 2);
     assert_eq!(c.http.retry.max_elapsed.as_secs(), 9);
-    assert_eq!(
-        c.cache_path.as_deref(),
-        Some(std::path::Path::new("/tmp/cache.sqlite"))
-    );
 
     let err = config(&[("CORTEX_OPENAI_MAX_TOKENS_FIELD", "max")]).unwrap_err();
     assert!(
@@ -291,7 +285,7 @@ async fn env_settings_reach_the_wire() {
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({
             "embeddings": [{"values": vec![0.5f32; 256]}]
         })))
-        .expect(1)
+        .expect(2)
         .mount(&server)
         .await;
     Mock::given(method("POST"))
@@ -303,8 +297,6 @@ async fn env_settings_reach_the_wire() {
         .mount(&server)
         .await;
     let base = server.uri();
-    let dir = tempfile::tempdir().unwrap();
-    let cache = dir.path().join("cache.sqlite");
     let c = config(&[
         ("GEMINI_API_KEY", KEY),
         ("CORTEX_GEMINI_BASE_URL", &format!("{base}/v1beta")),
@@ -313,7 +305,6 @@ async fn env_settings_reach_the_wire() {
         ("CORTEX_OPENAI_BASE_URL", &format!("{base}/v1")),
         ("CORTEX_LLM_MODEL", "my-local-model"),
         ("CORTEX_OPENAI_MAX_TOKENS_FIELD", "max_completion_tokens"),
-        ("CORTEX_PROVIDER_CACHE", cache.to_str().unwrap()),
     ])
     .unwrap();
 
@@ -322,7 +313,7 @@ async fn env_settings_reach_the_wire() {
         .embed(&texts(&["x"]), EmbedTask::Query)
         .await
         .unwrap();
-    // Cached: the mock's expect(1) fails the test on a second request.
+    // The product never caches: the mock's expect(2) sees both requests.
     let two = embedder
         .embed(&texts(&["x"]), EmbedTask::Query)
         .await
@@ -343,5 +334,4 @@ async fn env_settings_reach_the_wire() {
                "temperature": 0.1, "max_completion_tokens": 7})
     );
     assert!(chat.headers.get("authorization").is_none());
-    assert!(cache.exists());
 }

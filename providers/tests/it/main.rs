@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic on a failed expectation
 
 mod anthropic;
-mod cache;
 mod common;
 mod config;
 mod gemini;

@@ -1,7 +1,7 @@
 //! The search pushdown: the whole hybrid query in SQL, as statements in one snapshot (see
 //! [`transaction`]): the BM25 side ([`lexical`], run with a generic plan) and the dense
-//! side ([`dense`], planned per search), one behind the other on one connection or side
-//! by side on two, then their fusion ([`fused`] reading both sides' ranks, generic).
+//! side ([`dense_side`], planned per search), one behind the other on one connection or
+//! side by side on two, then their fusion ([`fusion`] reading both sides' ranks, generic).
 //!
 //! It returns what `hybrid_retrieve` over `build_index` returns on the same data: the same
 //! ids in the same order, the same ranks and bit-equal fused scores. The arithmetic follows
@@ -45,12 +45,7 @@
 //! out, which changes no result, so that a recall with no other condition stays
 //! unfiltered (`PostgresStore::search_request`).
 //!
-//! Module map: [`aliases`] (the names of CTEs, computed columns and table aliases),
-//! [`cte`] (typed CTE handles), [`bm25`] (the BM25 arithmetic, once),
-//! [`statistics`] (terms, statistics, bounds), [`scores`] (per-term scores and their
-//! ordered sums), [`impact`], [`rarest_first`], [`maxscore`], [`lexical`] (the BM25
-//! statement), [`dense_side`] (exact and HNSW), [`fusion`] and [`transaction`] (running
-//! one search).
+//! Every module, one line each: docs/ARCHITECTURE.md, "Module map".
 
 mod aliases;
 pub(crate) mod ann_index;

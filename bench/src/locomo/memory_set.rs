@@ -1,4 +1,4 @@
-//! The memory-set format (`cortex bench --format memories`): what an agent stores about
+//! The memory-set format (`cortex-bench --format memories`): what an agent stores about
 //! one person (facts, preferences, decisions, instructions, events, people, projects),
 //! written over dated sessions, and questions that name the memories answering them.
 //!
@@ -59,13 +59,13 @@ struct RawQuestion {
     tags: Vec<String>,
 }
 
-/// The committed set (`cli/tests/fixtures/personal_memories.json`), built into the
-/// binary for `cortex bench --format dev`.
-pub const COMMITTED: &str = include_str!("../../../tests/fixtures/personal_memories.json");
+/// The committed set (`bench/tests/fixtures/personal_memories.json`), built into the
+/// binary for `cortex-bench --format dev`.
+pub const COMMITTED: &str = include_str!("../../tests/fixtures/personal_memories.json");
 
-/// The coding agent's set (`cli/tests/fixtures/coding_memories.json`): conventions,
+/// The coding agent's set (`bench/tests/fixtures/coding_memories.json`): conventions,
 /// commands, paths, error codes, ports and versions, owners, decisions, dated events.
-pub const CODING: &str = include_str!("../../../tests/fixtures/coding_memories.json");
+pub const CODING: &str = include_str!("../../tests/fixtures/coding_memories.json");
 
 /// The tags a question may carry (they describe it; nothing ranks by them). `stale`: an
 /// older memory on the same topic says what is no longer true; `past`: the question

@@ -7,13 +7,13 @@ use std::fmt::Write as _;
 use cortex_core::ProviderUsage;
 use serde::Serialize;
 
-use crate::bench::backend::BackendKind;
-use crate::bench::half::Half;
-use crate::bench::locomo::dataset::category_name;
-use crate::bench::locomo::metrics::METRICS;
-use crate::bench::report::half_rows;
-use crate::bench::report::{Averaged, CacheStats, MetricMap, name};
-use crate::bench::retrieve::Retriever;
+use crate::backend::BackendKind;
+use crate::half::Half;
+use crate::locomo::dataset::category_name;
+use crate::locomo::metrics::METRICS;
+use crate::report::half_rows;
+use crate::report::{Averaged, CacheStats, MetricMap, name};
+use crate::retrieve::Retriever;
 
 /// Version of the JSON layout below.
 pub const LOCOMO_REPORT_FORMAT: &str = "cortex-bench-locomo/1";

@@ -25,7 +25,7 @@ use clap::ValueEnum;
 use cortex_core::{CortexMemory, EmbedTask, LLMProvider, MemoryId, MemoryKind, TokenUsage};
 use serde::Serialize;
 
-use crate::bench::dataset::{Question, Turn};
+use crate::dataset::{Question, Turn};
 use crate::error::BenchError;
 
 /// What one memory holds.
@@ -253,7 +253,7 @@ pub async fn ingest(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::bench::dataset::Answer;
+    use crate::dataset::Answer;
 
     fn turn(role: &str, content: &str, has_answer: Option<bool>) -> Turn {
         Turn {

@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cortex_core::{LLMProvider, Tier};
-use cortex_providers::{CachingProvider, LlmProviderKind, ProviderConfig, ResponseCache};
+use cortex_providers::{LlmProviderKind, ProviderConfig};
 
-use crate::bench::report::CacheStats;
+use crate::caching_provider::CachingProvider;
+use crate::response_cache::ResponseCache;
+
 use crate::error::BenchError;
+use crate::report::CacheStats;
 
 type Cached = CachingProvider<Arc<dyn LLMProvider>>;
 
@@ -50,9 +53,7 @@ impl RunProviders {
         tier: Tier,
         qa: Option<&QaModelChoice>,
     ) -> Result<Self, BenchError> {
-        let mut config = ProviderConfig::from_env_map(env)?;
-        // The harness owns the one cache; CORTEX_PROVIDER_CACHE must not wrap twice.
-        config.cache_path = None;
+        let config = ProviderConfig::from_env_map(env)?;
         let cache = match cache {
             Some(path) => Some(Arc::new(ResponseCache::open_async(path).await?)),
             None => None,

@@ -1,4 +1,4 @@
-//! `cortex bench --format locomo`: each LoCoMo conversation goes into its own store (one
+//! `cortex-bench --format locomo`: each LoCoMo conversation goes into its own store (one
 //! user) through `memorize`, one memory per turn, and each of its questions is ranked by
 //! each retriever and scored by its evidence turns, at turn and at session level.
 
@@ -11,12 +11,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cortex_core::{CortexMemory, EngineConfig};
 
-use crate::bench::backend::Backend;
-use crate::bench::half::Half;
-use crate::bench::ingest::{Corpus, Unit, ingest, split_long, warm};
-use crate::bench::retrieve::{Ranker, Retriever, positions};
-use crate::bench::{RunModels, Usage, merge_engine_usage, record, require_retrievers};
+use crate::backend::Backend;
 use crate::error::BenchError;
+use crate::half::Half;
+use crate::ingest::{Corpus, Unit, ingest, split_long, warm};
+use crate::longmemeval::{RunModels, Usage, merge_engine_usage, record, require_retrievers};
+use crate::retrieve::{Ranker, Retriever, positions};
 use dataset::{LocomoTurn, Sample};
 use report::{LocomoQuestionResult, LocomoRetrieval};
 

@@ -8,12 +8,12 @@ use cortex_core::ProviderUsage;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
-use crate::bench::backend::BackendKind;
-use crate::bench::half::Half;
-use crate::bench::ingest::{Granularity, Labels, Roles};
-use crate::bench::metrics::{KS, Scores, metric_names};
-use crate::bench::qa::QaOutcome;
-use crate::bench::retrieve::Retriever;
+use crate::backend::BackendKind;
+use crate::half::Half;
+use crate::ingest::{Granularity, Labels, Roles};
+use crate::metrics::{KS, Scores, metric_names};
+use crate::qa::QaOutcome;
+use crate::retrieve::Retriever;
 
 /// Version of the JSON layout below.
 pub const REPORT_FORMAT: &str = "cortex-bench-longmemeval/1";

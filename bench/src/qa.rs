@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use cortex_core::reader::chain_of_note::{
+use crate::chain_of_note::{
     ReaderMemory, build_judge_prompt, build_reader_prompt, parse_judge, parse_reader_answer,
 };
 use cortex_core::{LLMProvider, TokenUsage};
 use serde::Serialize;
 
-use crate::bench::dataset::Question;
+use crate::dataset::Question;
 use crate::error::BenchError;
 
 /// The models and budgets of the QA pass.

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::bench::report::MetricMap;
+use crate::report::MetricMap;
 
 /// The metrics reported, in order: (name, level, all?, k).
 pub const METRICS: [(&str, Level, bool, usize); 8] = [

@@ -179,4 +179,23 @@ mod tests {
         assert!(!parse_judge("No, the answer is wrong"));
         assert!(!parse_judge(""));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// What the fuzz target checked while the reader lived in core: any text parses,
+        /// the answer is trimmed, abstention is exactly the sentinel, and the judge reads
+        /// the first word whatever punctuation leads.
+        #[test]
+        fn any_text_parses_to_a_trimmed_answer(text in ".*") {
+            let answer = parse_reader_answer(&text);
+            proptest::prop_assert_eq!(answer.abstained, is_abstention(&answer.answer));
+            let untrimmed = |c: char| c == '*' || c.is_whitespace();
+            proptest::prop_assert!(
+                !answer.answer.starts_with(untrimmed) && !answer.answer.ends_with(untrimmed)
+            );
+            proptest::prop_assert_eq!(answer.notes.as_str(), answer.notes.trim());
+            proptest::prop_assert_eq!(parse_judge(&text), parse_judge(&format!("** {text}")));
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Storage behind [`CachingProvider`](crate::CachingProvider): a map in memory, and
+//! Storage behind [`CachingProvider`](crate::caching_provider::CachingProvider): a map in memory, and
 //! optionally a SQLite file that outlives the process (a benchmark harness reuses it
 //! across runs so repeated runs cost nothing).
 //!
@@ -15,15 +15,13 @@ use cortex_core::{EmbedTask, ProviderError, TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
 use thiserror::Error;
 
-use crate::blocking::{BlockingError, off_runtime};
-
 /// Why a read or write of the cache file failed; logged, never returned to a caller.
 #[derive(Debug, Error)]
 enum CacheError {
     #[error("response cache SQLite error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error(transparent)]
-    Blocking(#[from] BlockingError),
+    #[error("the response cache's blocking thread did not finish: {0}")]
+    Join(#[from] tokio::task::JoinError),
 }
 
 /// What identifies one cached embedding.
@@ -141,7 +139,9 @@ impl ResponseCache {
     /// [`open`](Self::open) on a blocking thread, for async callers.
     pub async fn open_async(path: impl Into<PathBuf>) -> Result<Self, ProviderError> {
         let path = path.into();
-        off_runtime("opening the response cache", move || Self::open(path)).await?
+        tokio::task::spawn_blocking(move || Self::open(path))
+            .await
+            .map_err(|e| ProviderError::Config(format!("opening the response cache: {e}")))?
     }
 
     /// The file behind the cache, if any.
@@ -160,7 +160,7 @@ impl ResponseCache {
         work: impl FnOnce(&mut Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     ) -> Option<Result<T, CacheError>> {
         let disk = self.disk.clone()?;
-        let done = off_runtime("the response cache's file access", move || {
+        let done = tokio::task::spawn_blocking(move || {
             let mut conn = disk.lock().unwrap_or_else(PoisonError::into_inner);
             work(&mut conn)
         })

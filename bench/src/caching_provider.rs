@@ -9,8 +9,9 @@ use cortex_core::{
     EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
 };
 
-use crate::cache_store::{EmbedKey, GenKey, ResponseCache};
-use crate::vectors::check_vectors;
+use cortex_providers::check_vectors;
+
+use crate::response_cache::{EmbedKey, GenKey, ResponseCache};
 
 /// Memoizes `inner`'s embeddings per text, keyed by (provider name, embedding model,
 /// dimension, task, text), and its generations, keyed by (provider name, generation

@@ -1,36 +1,24 @@
-//! `cortex bench`: the LongMemEval harness (LoCoMo's is in [`locomo`]). Each question's
-//! haystack goes into a fresh
-//! store through the engine, each retriever ranks it for the question, and the rankings
+//! The LongMemEval harness (LoCoMo's is in [`locomo`](crate::locomo)). Each question's
+//! haystack goes into a fresh store through the engine, each retriever ranks it for the question, and the rankings
 //! are scored at session level as the official evaluation scores them; optionally the
 //! Chain-of-Note reader answers and an LLM judge grades.
-
-pub mod backend;
-pub mod dataset;
-pub mod half;
-pub mod ingest;
-pub mod locomo;
-pub mod metrics;
-pub mod providers;
-pub mod qa;
-pub mod report;
-pub mod retrieve;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use cortex_core::reader::chain_of_note::ReaderMemory;
+use crate::chain_of_note::ReaderMemory;
 use cortex_core::{
     CortexMemory, EngineConfig, LLMProvider, MemoryStore, ProviderUsage, Reranker, TokenUsage,
 };
 
+use crate::backend::Backend;
+use crate::dataset::Question;
 use crate::error::BenchError;
-use backend::Backend;
-use dataset::Question;
-use ingest::{Corpus, CorpusOptions, build_corpus, ingest, warm};
-use metrics::{KS, distinct_sessions, evaluate_sessions};
-use qa::{QaSettings, answer_and_judge};
-use report::{MetricMap, QuestionResult, QuestionRetrieval};
-use retrieve::{Ranker, Retriever, positions};
+use crate::ingest::{Corpus, CorpusOptions, build_corpus, ingest, warm};
+use crate::metrics::{KS, distinct_sessions, evaluate_sessions};
+use crate::qa::{QaSettings, answer_and_judge};
+use crate::report::{MetricMap, QuestionResult, QuestionRetrieval};
+use crate::retrieve::{Ranker, Retriever, positions};
 
 /// Sessions listed per question in the report, and the largest k scored.
 const TOP_SESSIONS: usize = 10;
@@ -118,7 +106,7 @@ async fn run_question(
     let corpus = build_corpus(question, &options.corpus);
     let mut result = QuestionResult {
         question_id: question.question_id.clone(),
-        half: half::Half::of(index),
+        half: crate::half::Half::of(index),
         question_type: question.question_type.clone(),
         abstention: question.is_abstention(),
         sessions: question.haystack_sessions.len(),

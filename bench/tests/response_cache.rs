@@ -1,17 +1,25 @@
+//! The benchmark's response cache: repeated embeddings and generations are answered
+//! from memory or the SQLite file, never sent twice, and the key never reaches the cache.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use cortex_bench::caching_provider::CachingProvider;
+use cortex_bench::response_cache::ResponseCache;
 use cortex_core::{
     EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
 };
-use cortex_providers::{
-    ApiKey, CachingProvider, FakeProvider, GeminiConfig, GeminiProvider, ResponseCache,
-};
+use cortex_providers::{ApiKey, FakeProvider, GeminiConfig, GeminiProvider, HttpOptions};
 use serde_json::json;
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::common::{KEY, fast_http, requests, texts};
+const KEY: &str = "test-key-5f2a9c1e";
+
+fn texts(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
 
 fn cached_fake(cache: Arc<ResponseCache>) -> CachingProvider<FakeProvider> {
     CachingProvider::new(FakeProvider::new(16), cache, "fake-llm")
@@ -140,7 +148,7 @@ async fn a_second_identical_http_call_makes_no_request() {
         .expect(1)
         .mount(&server)
         .await;
-    let (http, _) = fast_http();
+    let http = HttpOptions::default();
     let gemini = GeminiProvider::new(GeminiConfig {
         base_url: format!("{}/v1beta", server.uri()),
         dimension: 2,
@@ -153,7 +161,10 @@ async fn a_second_identical_http_call_makes_no_request() {
     let one = p.embed(&inputs, EmbedTask::Document).await.unwrap();
     let two = p.embed(&inputs, EmbedTask::Document).await.unwrap();
     assert_eq!(one.vectors, two.vectors);
-    assert_eq!(requests(&server).await.len(), 1);
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1
+    );
     assert_eq!(p.name(), "gemini");
     assert_eq!(
         p.embedding_signature(),

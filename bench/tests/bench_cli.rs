@@ -1,4 +1,4 @@
-//! `cortex bench` end to end: the built binary over the project's LongMemEval-format
+//! `cortex-bench` end to end: the built binary over the project's LongMemEval-format
 //! fixture, with the offline fake embedder (and the local model when it is on disk).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,8 +28,8 @@ fn fixture() -> PathBuf {
 }
 
 /// The binary with a clean environment: only the variables a test sets reach it.
-fn cortex(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cortex"));
+fn cortex_bench(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cortex-bench"));
     cmd.env_clear().current_dir(dir).args(args);
     for (k, v) in env {
         cmd.env(k, v);
@@ -53,11 +53,10 @@ fn run_and_check(backend: &str, granularity: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out/results.json");
     let md = dir.path().join("results.md");
-    let output = cortex(
+    let output = cortex_bench(
         dir.path(),
         FAKE,
         &[
-            "bench",
             "--data",
             fixture().to_str().unwrap(),
             "--backend",
@@ -186,7 +185,6 @@ fn reruns_are_answered_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let args = |out: &str| {
         vec![
-            "bench".to_owned(),
             "--data".into(),
             fixture().to_str().unwrap().into(),
             "--limit".into(),
@@ -198,10 +196,10 @@ fn reruns_are_answered_from_the_cache() {
     };
     let first = args("first.json");
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
-    assert!(cortex(dir.path(), FAKE, &first).status.success());
+    assert!(cortex_bench(dir.path(), FAKE, &first).status.success());
     let second = args("second.json");
     let second: Vec<&str> = second.iter().map(String::as_str).collect();
-    let output = cortex(dir.path(), FAKE, &second);
+    let output = cortex_bench(dir.path(), FAKE, &second);
     assert!(output.status.success());
     assert!(output.stdout.is_empty(), "--quiet prints no markdown");
     // The default cache file sits under the working directory.
@@ -218,16 +216,10 @@ fn reruns_are_answered_from_the_cache() {
 #[test]
 fn qa_without_a_generation_model_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let output = cortex(
+    let output = cortex_bench(
         dir.path(),
         FAKE,
-        &[
-            "bench",
-            "--data",
-            fixture().to_str().unwrap(),
-            "--qa",
-            "--no-cache",
-        ],
+        &["--data", fixture().to_str().unwrap(), "--qa", "--no-cache"],
     );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -242,31 +234,20 @@ fn bad_options_are_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let data = fixture();
     let data = data.to_str().unwrap();
-    let shallow = cortex(dir.path(), FAKE, &["bench", "--data", data, "--top-k", "5"]);
+    let shallow = cortex_bench(dir.path(), FAKE, &["--data", data, "--top-k", "5"]);
     assert!(!shallow.status.success());
     assert!(String::from_utf8_lossy(&shallow.stderr).contains("--top-k"));
 
-    let missing = cortex(dir.path(), FAKE, &["bench", "--data", "nope.json"]);
+    let missing = cortex_bench(dir.path(), FAKE, &["--data", "nope.json"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.json"));
 
-    let unknown = cortex(
-        dir.path(),
-        FAKE,
-        &["bench", "--data", data, "--retriever", "splade"],
-    );
+    let unknown = cortex_bench(dir.path(), FAKE, &["--data", data, "--retriever", "splade"]);
     assert!(!unknown.status.success());
 
-    let postgres = cortex(
+    let postgres = cortex_bench(
         dir.path(),
         FAKE,
-        &[
-            "bench",
-            "--data",
-            data,
-            "--backend",
-            "postgres",
-            "--no-cache",
-        ],
+        &["--data", data, "--backend", "postgres", "--no-cache"],
     );
     assert!(!postgres.status.success());
     let stderr = String::from_utf8_lossy(&postgres.stderr);
@@ -283,14 +264,13 @@ fn local_model_ranks_the_fixture() {
     };
     let dir = tempfile::tempdir().unwrap();
     let model = model.to_str().unwrap();
-    let output = cortex(
+    let output = cortex_bench(
         dir.path(),
         &[
             ("CORTEX_EMBED_PROVIDER", "local"),
             ("CORTEX_EMBED_MODEL_PATH", model),
         ],
         &[
-            "bench",
             "--data",
             fixture().to_str().unwrap(),
             "--granularity",
@@ -332,7 +312,7 @@ fn postgres_backend_when_a_database_is_there() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let output = cortex(
+    let output = cortex_bench(
         dir.path(),
         &[
             ("CORTEX_EMBED_PROVIDER", "fake"),
@@ -342,7 +322,6 @@ fn postgres_backend_when_a_database_is_there() {
             ("CORTEX_PG_SCHEMA", "cortex_bench_test"),
         ],
         &[
-            "bench",
             "--data",
             fixture().to_str().unwrap(),
             "--backend",
@@ -378,11 +357,10 @@ fn postgres_backend_when_a_database_is_there() {
 #[test]
 fn assistant_turns_and_session_labels_give_every_question_gold() {
     let dir = tempfile::tempdir().unwrap();
-    let output = cortex(
+    let output = cortex_bench(
         dir.path(),
         FAKE,
         &[
-            "bench",
             "--data",
             fixture().to_str().unwrap(),
             "--roles",
@@ -435,14 +413,13 @@ const LOCOMO_METRICS: [&str; 8] = [
     "session_all@5",
 ];
 
-/// Runs `cortex bench --format <format>` over `data` with every retriever and returns the
+/// Runs `cortex-bench --format <format>` over `data` with every retriever and returns the
 /// JSON report and the markdown.
 fn run_format(format: &str, data: &Path, env: &[(&str, &str)], extra: &[&str]) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report.json");
     let md = dir.path().join("report.md");
     let mut args = vec![
-        "bench",
         "--format",
         format,
         "--data",
@@ -455,7 +432,7 @@ fn run_format(format: &str, data: &Path, env: &[(&str, &str)], extra: &[&str]) -
         md.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let output = cortex(dir.path(), env, &args);
+    let output = cortex_bench(dir.path(), env, &args);
     assert!(
         output.status.success(),
         "{}",
@@ -465,7 +442,7 @@ fn run_format(format: &str, data: &Path, env: &[(&str, &str)], extra: &[&str]) -
     (report, std::fs::read_to_string(&md).unwrap())
 }
 
-/// Runs `cortex bench --format locomo` over the fixture and returns the JSON report.
+/// Runs `cortex-bench --format locomo` over the fixture and returns the JSON report.
 fn run_locomo(env: &[(&str, &str)], extra: &[&str]) -> Value {
     let (report, markdown) = run_format("locomo", &locomo_fixture(), env, extra);
     assert!(
@@ -568,11 +545,10 @@ fn locomo_limit_stops_after_n_questions() {
 fn locomo_refuses_qa_and_bad_data() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = locomo_fixture();
-    let qa = cortex(
+    let qa = cortex_bench(
         dir.path(),
         FAKE,
         &[
-            "bench",
             "--format",
             "locomo",
             "--data",
@@ -588,16 +564,10 @@ fn locomo_refuses_qa_and_bad_data() {
         r#"[{"sample_id": "s7", "conversation": {"speaker_a": "A"}, "qa": []}]"#,
     )
     .unwrap();
-    let out = cortex(
+    let out = cortex_bench(
         dir.path(),
         FAKE,
-        &[
-            "bench",
-            "--format",
-            "locomo",
-            "--data",
-            bad.to_str().unwrap(),
-        ],
+        &["--format", "locomo", "--data", bad.to_str().unwrap()],
     );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -661,7 +631,7 @@ fn memory_set() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/personal_memories.json")
 }
 
-/// The committed memory set through `cortex bench --format memories`.
+/// The committed memory set through `cortex-bench --format memories`.
 fn run_memory_set(env: &[(&str, &str)], extra: &[&str]) -> Value {
     run_format("memories", &memory_set(), env, extra).0
 }
@@ -748,7 +718,6 @@ fn every_dev_set_runs_with_one_command() {
     let locomo = locomo_fixture();
     let synthetic = fixture();
     let args = [
-        "bench",
         "--format",
         "dev",
         "--data",
@@ -761,7 +730,7 @@ fn every_dev_set_runs_with_one_command() {
         "--out",
         out.to_str().unwrap(),
     ];
-    let output = cortex(dir.path(), FAKE, &args);
+    let output = cortex_bench(dir.path(), FAKE, &args);
     assert!(
         output.status.success(),
         "{}",
@@ -787,7 +756,7 @@ fn every_dev_set_runs_with_one_command() {
     assert!(stdout.contains("| hybrid | held-out |"), "{stdout}");
 
     // The LongMemEval-format set is not optional.
-    let output = cortex(dir.path(), FAKE, &args[..5]);
+    let output = cortex_bench(dir.path(), FAKE, &args[..5]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--synthetic"));
 }

@@ -4,14 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cortex_cli::bench::backend::{Backend, BackendKind};
-use cortex_cli::bench::dataset::{self, Question};
-use cortex_cli::bench::ingest::{CorpusOptions, Granularity, Labels, Roles};
-use cortex_cli::bench::qa::QaSettings;
-use cortex_cli::bench::report::{QaSetup, RunConfig, summarize};
-use cortex_cli::bench::retrieve::Retriever;
-use cortex_cli::bench::{RunModels, RunOptions, run};
-use cortex_cli::error::BenchError;
+use cortex_bench::backend::{Backend, BackendKind};
+use cortex_bench::dataset::{self, Question};
+use cortex_bench::error::BenchError;
+use cortex_bench::ingest::{CorpusOptions, Granularity, Labels, Roles};
+use cortex_bench::longmemeval::{RunModels, RunOptions, run};
+use cortex_bench::qa::QaSettings;
+use cortex_bench::report::{QaSetup, RunConfig, summarize};
+use cortex_bench::retrieve::Retriever;
 use cortex_core::{EngineConfig, LLMProvider, ProviderError, RerankHit, Reranker};
 use cortex_providers::FakeProvider;
 
