@@ -5,7 +5,8 @@
    `use crate::...`, `super::...` or a re-export, resolved to the file that defines the
    item) must not be imported back, directly or around a loop. A module and its own
    submodules are one unit (a parent declaring a child is containment, not an import).
-2. No function in the backends longer than 100 lines.
+2. No function longer than 100 lines and no file longer than 700, in any crate of the
+   workspace (tests aside).
 3. docs/ARCHITECTURE.md true to the tree: its "Module map" has a section for every crate of
    the workspace (`members` in Cargo.toml; `fuzz` is its own workspace) listing every `.rs`
    file under that crate's `src/` exactly once, and nothing that is not there; every
@@ -21,8 +22,8 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["core/src", "app/src", "backends/sqlite/src", "backends/postgres/src",
           "providers/src", "mcp/src", "cli/src", "web/src", "bench/src"]
-LONG_FUNCTION_DIRS = ["backends/sqlite/src", "backends/postgres/src"]
 MAX_FUNCTION_LINES = 100
+MAX_FILE_LINES = 700
 ARCHITECTURE = "docs/ARCHITECTURE.md"
 NOT_MAPPED = {"fuzz"}  # its own workspace, with no `src/` of modules
 
@@ -139,19 +140,40 @@ def import_cycles():
     return found
 
 
+def source_files():
+    """Every crate's library and binary sources, tests aside: the conformance suite's
+    crate (`tests`), `tests.rs` files, `tests/` folders and the inline `#[cfg(test)]`
+    module at a file's end are left out."""
+    for crate in workspace_members():
+        if crate == "tests":
+            continue
+        for dp, dn, fn in os.walk(os.path.join(ROOT, crate, "src")):
+            dn[:] = sorted(d for d in dn if d != "tests")
+            for f in sorted(fn):
+                if f.endswith(".rs") and f != "tests.rs":
+                    yield os.path.join(dp, f)
+
+
 def long_functions():
     found = []
-    for root in LONG_FUNCTION_DIRS:
-        for dp, _, fn in os.walk(os.path.join(ROOT, root)):
-            for f in sorted(fn):
-                if f.endswith(".rs"):
-                    found += long_functions_in(os.path.join(dp, f))
+    for path in source_files():
+        found += long_functions_in(path)
+    return found
+
+
+def long_files():
+    found = []
+    for path in source_files():
+        n = strip_tests(open(path).read()).rstrip("\n").count("\n") + 1
+        if n > MAX_FILE_LINES:
+            rel = os.path.relpath(path, ROOT)
+            found.append(f"{rel}: {n} lines outside its tests (at most {MAX_FILE_LINES})")
     return found
 
 
 def long_functions_in(path):
     found = []
-    lines = open(path).read().split("\n")
+    lines = strip_tests(open(path).read()).split("\n")
     i = 0
     start = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(async\s+)?(const\s+)?(unsafe\s+)?fn\s+(\w+)")
     while i < len(lines):
@@ -256,7 +278,7 @@ def named_path_problems(text):
 
 
 if __name__ == "__main__":
-    problems = import_cycles() + long_functions() + architecture()
+    problems = import_cycles() + long_functions() + long_files() + architecture()
     for p in problems:
         print(p)
     sys.exit(1 if problems else 0)

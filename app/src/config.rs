@@ -5,14 +5,13 @@
 //! touch the process environment. Empty values count as unset, as in the providers crate:
 //! `VAR=` in a compose file or `.env` then means "use the default".
 
-use std::path::PathBuf;
-
 use cortex_core::memory::validate_user;
-use cortex_core::setting::{SWITCH_WORDS, parse_switch};
-use cortex_core::{Layers, MAX_LIMIT, ProviderError, StoreError, Tier};
-use cortex_postgres::PostgresConfig;
+use cortex_core::{Layers, MAX_LIMIT, Tier};
+
+pub use crate::backend::Storage;
+use crate::env::set;
+pub use crate::env::{ConfigError, env_var, parse_bool};
 use cortex_providers::{LlmProviderKind, ProviderConfig, RerankerConfig};
-use cortex_sqlite::{SqliteConfig, Synchronous};
 
 /// Every environment variable the server reads, its own and those of the crates it wires
 /// (providers, logging). `.env.example` and `docs/CONFIGURATION.md` list exactly these; a
@@ -103,33 +102,6 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_LOG_FORMAT",
 ];
 
-/// The one reader of the process environment: every setting the app and the commands use
-/// comes through here (or through a lookup a test passes instead), trimmed, with an empty
-/// or blank value counting as unset, so `VAR=` in a compose file means "the default".
-///
-/// `HOME` unset (an MCP host may start the server with a bare environment) reads as the
-/// system's home for the user, the one the store's default path is found under, so the
-/// local models are looked for beside it, not nowhere.
-pub fn env_var(name: &str) -> Option<String> {
-    with_system_home(
-        name,
-        set(&|name| std::env::var(name).ok(), name),
-        std::env::home_dir,
-    )
-}
-
-/// [`env_var`]'s one exception: `HOME`, when unset, is `system_home()`.
-fn with_system_home(
-    name: &str,
-    value: Option<String>,
-    system_home: impl FnOnce() -> Option<std::path::PathBuf>,
-) -> Option<String> {
-    match (name, value) {
-        ("HOME", None) => system_home().map(|home| home.display().to_string()),
-        (_, value) => value,
-    }
-}
-
 /// How the HTTP transport tells callers apart (`CORTEX_HTTP_AUTH`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum HttpAuth {
@@ -217,34 +189,6 @@ impl HttpAuth {
 /// `CORTEX_USER_ID` when unset.
 pub const DEFAULT_USER_ID: &str = "default";
 
-/// A bad or contradictory setting; the message names the variable and what it accepts.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    #[error("{variable}={value:?} is not valid; {expected}")]
-    Invalid {
-        variable: &'static str,
-        value: String,
-        expected: String,
-    },
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Provider(#[from] ProviderError),
-    #[error("{0}")]
-    Store(#[from] StoreError),
-}
-
-/// Where memories live.
-#[derive(Debug, Clone)]
-pub enum Storage {
-    /// The embedded default: one SQLite file.
-    Sqlite(SqliteConfig),
-    /// PostgreSQL + pgvector, selected by `CORTEX_DATABASE_URL`. Its `Debug` redacts the
-    /// URL's password.
-    Postgres(PostgresConfig),
-}
-
 /// Everything the engine is built from. `Debug` never shows a key or a database password.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -295,13 +239,6 @@ impl StoreSettings {
     }
 }
 
-/// `get(name)`, trimmed; empty or blank counts as unset.
-fn set(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
-    get(name)
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-}
-
 fn read_user(var: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     let user_id = var("CORTEX_USER_ID").unwrap_or_else(|| DEFAULT_USER_ID.to_owned());
     validate_user(&user_id).map_err(|_| ConfigError::Invalid {
@@ -312,40 +249,9 @@ fn read_user(var: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError
     Ok(user_id)
 }
 
+/// Where memories live: the registered backend the settings select.
 fn read_storage(var: &dyn Fn(&str) -> Option<String>) -> Result<Storage, ConfigError> {
-    let sqlite = |path: PathBuf| -> Result<SqliteConfig, ConfigError> {
-        let synchronous = match var("CORTEX_SQLITE_SYNCHRONOUS") {
-            None => Synchronous::default(),
-            Some(text) => Synchronous::parse(&text).ok_or_else(|| ConfigError::Invalid {
-                variable: "CORTEX_SQLITE_SYNCHRONOUS",
-                value: text.clone(),
-                expected: "use full (the default: nothing acknowledged is lost on power \
-                           loss) or normal (faster; a power cut can lose the last commits)"
-                    .into(),
-            })?,
-        };
-        let index_snapshots = var("CORTEX_INDEX_SNAPSHOTS")
-            .map_or(Ok(true), |text| parse_bool("CORTEX_INDEX_SNAPSHOTS", &text))?;
-        Ok(SqliteConfig {
-            path,
-            synchronous,
-            index_snapshots,
-        })
-    };
-    Ok(match (var("CORTEX_DB_PATH"), var("CORTEX_DATABASE_URL")) {
-        (Some(_), Some(_)) => {
-            // Silently preferring one would write memories somewhere the user did not
-            // expect; refusing makes them choose.
-            return Err(ConfigError::Conflict(
-                "CORTEX_DB_PATH and CORTEX_DATABASE_URL are both set; set CORTEX_DB_PATH \
-                 for SQLite or CORTEX_DATABASE_URL for Postgres, not both"
-                    .into(),
-            ));
-        }
-        (None, Some(_)) => Storage::Postgres(PostgresConfig::from_lookup(var)?),
-        (Some(path), None) => Storage::Sqlite(sqlite(expand_home(&path)?)?),
-        (None, None) => Storage::Sqlite(sqlite(cortex_sqlite::default_path()?)?),
-    })
+    crate::backend::from_env(var)
 }
 
 impl ServerConfig {
@@ -486,37 +392,23 @@ pub fn parse_bytes(text: &str) -> Option<usize> {
     number.checked_mul(scale).filter(|&n| n > 0)
 }
 
-/// A switch (see [`cortex_core::setting::parse_switch`]).
-pub fn parse_bool(variable: &'static str, text: &str) -> Result<bool, ConfigError> {
-    parse_switch(text).ok_or_else(|| ConfigError::Invalid {
-        variable,
-        value: text.to_owned(),
-        expected: format!("use {SWITCH_WORDS}"),
-    })
-}
-
-/// MCP hosts pass `env` values verbatim, without a shell to expand `~`; doing it here lets
-/// a config file say `~/.cortex/work.db` and mean it.
-fn expand_home(path: &str) -> Result<PathBuf, ConfigError> {
-    let rest = match path.strip_prefix("~/") {
-        Some(rest) => rest,
-        None if path == "~" => "",
-        None => return Ok(PathBuf::from(path)),
-    };
-    let home = std::env::home_dir().ok_or_else(|| ConfigError::Invalid {
-        variable: "CORTEX_DB_PATH",
-        value: path.to_owned(),
-        expected: "no home directory is known to expand ~; give an absolute path".into(),
-    })?;
-    Ok(home.join(rest))
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
     use std::path::Path;
 
     use super::*;
+    use crate::backend::SqliteBackend;
+    use crate::env::with_system_home;
+    use cortex_sqlite::Synchronous;
+
+    fn sqlite_of(storage: &Storage) -> &cortex_sqlite::SqliteConfig {
+        &storage
+            .as_any()
+            .downcast_ref::<SqliteBackend>()
+            .expect("a SQLite store")
+            .config
+    }
 
     /// An MCP host's bare environment has no HOME: the models are then looked for under the
     /// system's home for the user, where the store's default path is.
@@ -618,9 +510,7 @@ mod tests {
         assert!(c.reranker.is_none());
         assert_eq!(c.tier, Tier::Cheap);
         assert_eq!(c.layers, Layers::default());
-        let Storage::Sqlite(sqlite) = &c.storage else {
-            panic!("SQLite is the default")
-        };
+        let sqlite = sqlite_of(&c.storage);
         assert!(sqlite.path.ends_with(".cortex/memory.db"), "{sqlite:?}");
         assert_eq!(sqlite.synchronous, Synchronous::Full);
     }
@@ -741,18 +631,16 @@ mod tests {
     #[test]
     fn storage_selection() {
         let c = config(&[("CORTEX_DB_PATH", "/tmp/x.db")]).unwrap();
-        assert!(
-            matches!(&c.storage, Storage::Sqlite(s) if s.path.as_path() == Path::new("/tmp/x.db"))
-        );
+        assert!(sqlite_of(&c.storage).path.as_path() == Path::new("/tmp/x.db"));
         let c = config(&[
             ("CORTEX_DB_PATH", "/tmp/x.db"),
             ("CORTEX_SQLITE_SYNCHRONOUS", "Normal"),
         ])
         .unwrap();
-        assert!(matches!(&c.storage, Storage::Sqlite(s) if s.synchronous == Synchronous::Normal));
-        assert!(matches!(&c.storage, Storage::Sqlite(s) if s.index_snapshots));
+        assert_eq!(sqlite_of(&c.storage).synchronous, Synchronous::Normal);
+        assert!(sqlite_of(&c.storage).index_snapshots);
         let c = config(&[("CORTEX_INDEX_SNAPSHOTS", "false")]).unwrap();
-        assert!(matches!(&c.storage, Storage::Sqlite(s) if !s.index_snapshots));
+        assert!(!sqlite_of(&c.storage).index_snapshots);
         let bad = config(&[("CORTEX_INDEX_SNAPSHOTS", "sometimes")]).unwrap_err();
         assert!(bad.to_string().contains("CORTEX_INDEX_SNAPSHOTS"), "{bad}");
         let bad = config(&[("CORTEX_SQLITE_SYNCHRONOUS", "off")]).unwrap_err();
@@ -766,9 +654,12 @@ mod tests {
             ("CORTEX_PG_DENSE_MODE", "exact"),
         ])
         .unwrap();
-        let Storage::Postgres(pg) = &c.storage else {
-            panic!("a database URL selects Postgres")
-        };
+        let pg = &c
+            .storage
+            .as_any()
+            .downcast_ref::<crate::backend::PostgresBackend>()
+            .expect("a database URL selects Postgres")
+            .config;
         assert_eq!(pg.pool_size, 3);
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -786,7 +677,7 @@ mod tests {
         assert!(err.to_string().contains("not both"), "{err}");
         if let Some(home) = std::env::home_dir() {
             let c = config(&[("CORTEX_DB_PATH", "~/work.db")]).unwrap();
-            assert!(matches!(&c.storage, Storage::Sqlite(s) if s.path == home.join("work.db")));
+            assert_eq!(sqlite_of(&c.storage).path, home.join("work.db"));
         }
     }
 
@@ -805,9 +696,7 @@ mod tests {
         assert!(ServerConfig::from_lookup(&get).is_err());
         let s = StoreSettings::from_lookup(&get).unwrap();
         assert_eq!(s.user_id, "ada");
-        assert!(
-            matches!(&s.storage, Storage::Sqlite(c) if c.path.as_path() == Path::new("/tmp/x.db"))
-        );
+        assert!(sqlite_of(&s.storage).path.as_path() == Path::new("/tmp/x.db"));
         let err = StoreSettings::from_lookup(&|name: &str| match name {
             "CORTEX_DB_PATH" => Some("/tmp/x.db".into()),
             "CORTEX_DATABASE_URL" => Some("postgres://h/db".into()),

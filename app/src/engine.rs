@@ -8,9 +8,7 @@ use std::sync::Arc;
 use cortex_core::{
     CortexMemory, EngineConfig, KeyStore, MemoryStore, ProviderError, StoreError, TransferStore,
 };
-use cortex_postgres::{PostgresConfig, PostgresStore};
 use cortex_providers::{ProviderConfig, RerankerConfig};
-use cortex_sqlite::{SqliteConfig, SqliteStore};
 
 use crate::config::{ConfigError, ServerConfig, Storage};
 
@@ -131,38 +129,11 @@ pub async fn build_engine(config: &ServerConfig) -> Result<Engine, EngineError> 
 /// Opens (creating or migrating) the store `storage` names. The administration commands
 /// use it too, so they read and write exactly where the server does.
 pub async fn open_store(storage: &Storage) -> Result<Arc<dyn TransferStore>, EngineError> {
-    match storage {
-        Storage::Sqlite(sqlite) => Ok(Arc::new(open_sqlite(sqlite).await?)),
-        Storage::Postgres(pg) => Ok(Arc::new(open_postgres(pg).await?)),
-    }
+    Ok(storage.open().await?)
 }
 
 /// The API keys of the store `storage` names (`cortex token`, the server in key mode): a
 /// handle of its own on the same store.
 pub async fn open_key_store(storage: &Storage) -> Result<Arc<dyn KeyStore>, EngineError> {
-    match storage {
-        Storage::Sqlite(sqlite) => Ok(Arc::new(open_sqlite(sqlite).await?)),
-        Storage::Postgres(pg) => Ok(Arc::new(open_postgres(pg).await?)),
-    }
-}
-
-async fn open_sqlite(sqlite: &SqliteConfig) -> Result<SqliteStore, EngineError> {
-    let sqlite = sqlite.clone();
-    // Opening creates the file and migrates the schema: blocking work.
-    let store = tokio::task::spawn_blocking(move || SqliteStore::open_with(&sqlite))
-        .await
-        .map_err(|e| StoreError::backend("sqlite", e))??;
-    tracing::info!(path = %store.path().display(), "using SQLite");
-    Ok(store)
-}
-
-async fn open_postgres(pg: &PostgresConfig) -> Result<PostgresStore, EngineError> {
-    let store = PostgresStore::connect(pg.clone()).await?;
-    tracing::info!(
-        schema = pg.schema_name(),
-        dense_mode = pg.dense_mode.as_str(),
-        pushdown = pg.pushdown,
-        "using PostgreSQL"
-    );
-    Ok(store)
+    Ok(storage.open_keys().await?)
 }

@@ -6,19 +6,24 @@
 //! format and its writer ([`transfer`]) live here too, so the command and the web page write
 //! the same files.
 
+pub mod backend;
 pub mod config;
 pub mod dates;
 pub mod engine;
+pub mod env;
 pub mod filters;
+pub mod stats;
 pub mod structure;
 pub mod transfer;
 
+pub use backend::{Backend, BackendKind, Footprint, Inspection, Presence, Storage};
 pub use config::{
-    ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, Storage, StoreSettings, env_var,
+    ConfigError, ENV_VARS, HttpAuth, OAuthSettings, ServerConfig, StoreSettings, env_var,
 };
 pub use engine::{
     Engine, EngineError, build_engine, build_engine_from_env, honour_store, open_key_store,
     open_store,
 };
 pub use filters::{FilterError, FilterText};
+pub use stats::{MemoryStats, memory_stats};
 pub use structure::{EntityArg, EventArg, RelationArg, StructureArgs};

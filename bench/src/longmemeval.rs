@@ -179,22 +179,7 @@ async fn run_question(
         }
     }
     if let (Some(settings), Some(ranking)) = (&models.qa, reader_ranking) {
-        let memories: Vec<ReaderMemory<'_>> = ranking
-            .iter()
-            .map(|&i| {
-                let unit = &corpus.units[i];
-                ReaderMemory {
-                    date: question
-                        .session_date(unit.session)
-                        .unwrap_or("unknown date"),
-                    content: &unit.content,
-                }
-            })
-            .collect();
-        let (outcome, [read, judged]) = answer_and_judge(settings, question, &memories).await?;
-        record(usage, settings.reader.name(), 0, 1, read);
-        record(usage, settings.judge.name(), 0, 1, judged);
-        result.qa = Some(outcome);
+        result.qa = Some(read_and_judge(settings, question, &corpus, &ranking, usage).await?);
     }
     record(
         usage,
@@ -208,6 +193,33 @@ async fn run_question(
     drop(engine);
     slot.finish();
     Ok(result)
+}
+
+/// The reader answers from the memories `ranking` puts first and the judge grades it; both
+/// calls go into `usage`.
+async fn read_and_judge(
+    settings: &QaSettings,
+    question: &Question,
+    corpus: &Corpus,
+    ranking: &[usize],
+    usage: &mut Usage,
+) -> Result<crate::qa::QaOutcome, BenchError> {
+    let memories: Vec<ReaderMemory<'_>> = ranking
+        .iter()
+        .map(|&i| {
+            let unit = &corpus.units[i];
+            ReaderMemory {
+                date: question
+                    .session_date(unit.session)
+                    .unwrap_or("unknown date"),
+                content: &unit.content,
+            }
+        })
+        .collect();
+    let (outcome, [read, judged]) = answer_and_judge(settings, question, &memories).await?;
+    record(usage, settings.reader.name(), 0, 1, read);
+    record(usage, settings.judge.name(), 0, 1, judged);
+    Ok(outcome)
 }
 
 /// One ranking's session-level metrics at every k.

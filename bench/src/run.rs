@@ -73,7 +73,6 @@ pub async fn bench(
         return Err(BenchError::option("--limit", "must be at least 1"));
     }
     let tier: Tier = args.tier;
-    let profile = tier.profile();
     let mut questions = dataset::load(&args.data)?;
     if let Some(limit) = args.limit {
         questions.truncate(limit);
@@ -84,26 +83,7 @@ pub async fn bench(
         judge_model: args.judge_model.clone(),
     });
     let providers = RunProviders::from_env(env, cache.as_deref(), tier, choice.as_ref()).await?;
-    let reader_k = args.reader_k.unwrap_or(profile.top_k).max(1);
-    let reader_max_tokens = args
-        .reader_max_tokens
-        .unwrap_or(profile.reader_max_output_tokens);
-    let qa = providers.qa.as_ref().map(|m| QaSettings {
-        reader: m.reader.clone(),
-        judge: m.judge.clone(),
-        reader_model: m.reader_model.clone(),
-        judge_model: m.judge_model.clone(),
-        reader_k,
-        reader_max_tokens,
-        judge_max_tokens: args.judge_max_tokens,
-    });
-    let qa_setup = qa.as_ref().map(|s| QaSetup {
-        retriever: args.retriever.first().copied().unwrap_or(Retriever::Hybrid),
-        reader_model: s.reader_model.clone(),
-        judge_model: s.judge_model.clone(),
-        reader_k: s.reader_k,
-        reader_max_tokens: s.reader_max_tokens,
-    });
+    let (qa, qa_setup) = qa_settings(args, &providers, tier);
     let engine = engine_config(args, tier)?;
     let options = RunOptions {
         corpus: CorpusOptions {
@@ -142,20 +122,7 @@ pub async fn bench(
     bar.finish_and_clear();
     let output = results?;
 
-    let config = RunConfig {
-        dataset: args.data.display().to_string(),
-        granularity: args.granularity,
-        roles: args.roles,
-        labels: args.labels,
-        backend: args.backend,
-        depth,
-        ks: metrics::KS.to_vec(),
-        retrievers: options.retrievers.clone(),
-        embedding_model: signature.model,
-        embedding_dimension: signature.dimension,
-        tier: tier.as_str().to_owned(),
-        limit: args.limit,
-    };
+    let config = run_config(args, depth, &options, signature);
     let (counts, retrieval, qa_summary) = summarize(&config, &output.results, qa_setup.as_ref());
     let report = BenchReport {
         format: REPORT_FORMAT,
@@ -179,6 +146,60 @@ pub async fn bench(
         write(path, &markdown(&report))?;
     }
     Ok(report)
+}
+
+/// The reader and judge of `--qa` (with the tier's defaults), and how the report names
+/// them; `None` without `--qa`.
+fn qa_settings(
+    args: &BenchArgs,
+    providers: &RunProviders,
+    tier: Tier,
+) -> (Option<QaSettings>, Option<QaSetup>) {
+    let profile = tier.profile();
+    let reader_k = args.reader_k.unwrap_or(profile.top_k).max(1);
+    let reader_max_tokens = args
+        .reader_max_tokens
+        .unwrap_or(profile.reader_max_output_tokens);
+    let qa = providers.qa.as_ref().map(|m| QaSettings {
+        reader: m.reader.clone(),
+        judge: m.judge.clone(),
+        reader_model: m.reader_model.clone(),
+        judge_model: m.judge_model.clone(),
+        reader_k,
+        reader_max_tokens,
+        judge_max_tokens: args.judge_max_tokens,
+    });
+    let setup = qa.as_ref().map(|s| QaSetup {
+        retriever: args.retriever.first().copied().unwrap_or(Retriever::Hybrid),
+        reader_model: s.reader_model.clone(),
+        judge_model: s.judge_model.clone(),
+        reader_k: s.reader_k,
+        reader_max_tokens: s.reader_max_tokens,
+    });
+    (qa, setup)
+}
+
+/// What a LongMemEval report says it ran.
+fn run_config(
+    args: &BenchArgs,
+    depth: usize,
+    options: &RunOptions,
+    signature: cortex_core::EmbeddingSignature,
+) -> RunConfig {
+    RunConfig {
+        dataset: args.data.display().to_string(),
+        granularity: args.granularity,
+        roles: args.roles,
+        labels: args.labels,
+        backend: args.backend,
+        depth,
+        ks: metrics::KS.to_vec(),
+        retrievers: options.retrievers.clone(),
+        embedding_model: signature.model,
+        embedding_dimension: signature.dimension,
+        tier: args.tier.as_str().to_owned(),
+        limit: args.limit,
+    }
 }
 
 /// Runs `cortex-bench --format locomo` with `env` as the environment and writes `--out`

@@ -92,7 +92,8 @@ pub struct AddArgs {
     #[arg(long, value_name = "DATE")]
     pub created_at: Option<String>,
     /// The memory this one corrects (id or unique prefix): it stops being recalled in the
-    /// same write, and `cortex history` shows both.
+    /// same write, and `cortex history` shows both. Without --tag the new memory keeps
+    /// the old one's tags.
     #[arg(long, value_name = "ID")]
     pub replaces: Option<String>,
     /// When it expires (YYYY-MM-DD or RFC 3339, in the future): from then on it is never
@@ -168,10 +169,13 @@ pub struct ListArgs {
     pub limit: usize,
     /// The cursor a previous page printed; omit for the first page.
     #[arg(long)]
-    pub cursor: Option<i64>,
+    pub cursor: Option<String>,
     /// Includes superseded memories.
     #[arg(long)]
     pub superseded: bool,
+    /// Includes expired memories not yet pruned.
+    #[arg(long)]
+    pub expired: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
     #[command(flatten)]

@@ -163,19 +163,18 @@ async fn everyday_commands(a: &Env, backend: &str) {
 
     // Pages of 3 reach all 8 memories, once each.
     let mut seen = Vec::new();
-    let mut cursor: Option<i64> = None;
+    let mut cursor: Option<String> = None;
     loop {
         let mut args = vec!["list", "--limit", "3", "--json"];
-        let c = cursor.map(|c| c.to_string());
-        if let Some(c) = &c {
+        if let Some(c) = &cursor {
             args.extend(["--cursor", c]);
         }
         let page = json(&ok(&a, &args));
         for m in page["memories"].as_array().unwrap() {
             seen.push(m["memory"]["id"].as_str().unwrap().to_owned());
         }
-        match page["next_cursor"].as_i64() {
-            Some(next) => cursor = Some(next),
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
             None => break,
         }
     }

@@ -1,6 +1,7 @@
 //! Expiry through the `cortex` command: `add --expires-at`, the field carried by export and
 //! import (an expiry already past arrives expired), `search` and `list` leaving expired
-//! memories out, and `prune` deleting them for good (`--dry-run` deleting nothing).
+//! memories out (`list --expired` showing them), and `prune` deleting them for good
+//! (`--dry-run` deleting nothing).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin_support;
@@ -50,6 +51,29 @@ async fn expired_memories_are_not_recalled_and_prune_deletes_them() {
         .find(|l| l.contains(&gone.to_string()))
         .unwrap();
     assert_eq!(json(&line)["expires_at"], "2020-01-01T00:00:00Z");
+
+    // `list` leaves it out, as `list_memories` and the web page do; `--expired` shows it.
+    let listed = |extra: &[&str]| {
+        let args = [&["list", "--json"][..], extra].concat();
+        json(&ok(&env, &args))["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["memory"]["id"].as_str().unwrap().to_owned(),
+                    m["expired"] == true,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(!listed(&[]).iter().any(|(id, _)| *id == gone.to_string()));
+    let with_expired = listed(&["--expired"]);
+    assert!(
+        with_expired.contains(&(gone.to_string(), true)),
+        "{with_expired:?}"
+    );
+    assert_eq!(with_expired.len(), 3);
 
     let found = json(&ok(&env, &["search", "is the office closed", "--json"]));
     let ids: Vec<&str> = found

@@ -1,7 +1,8 @@
 //! What a new user meets in the first hour, held to what it should be: `cortex migrate
 //! --to` refuses a destination that is not what it claims (and a store onto itself)
 //! before creating anything; `cortex doctor` never calls an embedder "ok" that cannot
-//! embed and never creates the store it checks; `cortex stats` needs no embedder.
+//! embed and never creates the store it checks; `cortex stats` needs no embedder;
+//! `cortex list` is newest first by the date it shows, as the server and the web page are.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin_support;
@@ -314,4 +315,64 @@ fn a_correction_says_which_memory_replaced_which() {
     let said = ok(&a, &["add", "Ada likes jazz"]);
     assert!(said.trim().starts_with("stored "), "{said}");
     assert!(!said.contains("replacing"), "{said}");
+}
+
+/// The contents `cortex list` shows, page by page with `--limit` and the printed cursor.
+fn listed_contents(env: &Env, limit: &str) -> Vec<String> {
+    let mut contents = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut args = vec!["list", "--json", "--limit", limit];
+        if let Some(c) = &cursor {
+            args.extend(["--cursor", c.as_str()]);
+        }
+        let page = json(&ok(env, &args));
+        for m in page["memories"].as_array().unwrap() {
+            contents.push(m["memory"]["content"].as_str().unwrap().to_owned());
+        }
+        match &page["next_cursor"] {
+            Value::Null => return contents,
+            next => cursor = Some(next.as_str().map_or(next.to_string(), str::to_owned)),
+        }
+        assert!(contents.len() <= 10, "the walk does not end: {contents:?}");
+    }
+}
+
+/// `cortex list` was oldest first while `list_memories` and the web page are newest
+/// first; newest means the `created_at` it shows, so a memory dated in the past goes
+/// below a newer one even when it was stored after it.
+#[test]
+fn list_is_newest_first_by_the_date_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = sqlite_env(&dir.path().join("a.db"));
+    ok(
+        &a,
+        &["add", "Ada started at Acme", "--created-at", "2024-03-01"],
+    );
+    ok(&a, &["add", "Ada moved to Lisbon"]);
+    ok(
+        &a,
+        &["add", "Ada was born in Porto", "--created-at", "1990-05-17"],
+    );
+    ok(
+        &a,
+        &[
+            "add",
+            "Ada studied in Coimbra",
+            "--created-at",
+            "2010-09-01",
+        ],
+    );
+    let newest_first = [
+        "Ada moved to Lisbon",
+        "Ada started at Acme",
+        "Ada studied in Coimbra",
+        "Ada was born in Porto",
+    ];
+    assert_eq!(listed_contents(&a, "50"), newest_first);
+    assert_eq!(listed_contents(&a, "1"), newest_first, "a page at a time");
+    let text = ok(&a, &["list"]);
+    let at = |content: &str| text.find(content).unwrap_or_else(|| panic!("{text}"));
+    let positions: Vec<usize> = newest_first.iter().map(|c| at(c)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
 }

@@ -91,10 +91,12 @@ pub enum EmbeddingProblem {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The driver or database failed.
+    /// The driver or database failed. `fault` says what kind of failure it was, so a
+    /// caller can word it (and decide whether to retry) without knowing the backend.
     #[error("{backend}: {source}")]
     Backend {
         backend: &'static str,
+        fault: BackendFault,
         #[source]
         source: BoxError,
     },
@@ -131,12 +133,51 @@ pub enum StoreError {
     AlreadySuperseded(uuid::Uuid),
 }
 
+/// What kind of failure a [`StoreError::Backend`] is. The first four are the settings'
+/// fault: trying again with the same settings cannot succeed (except that a refused
+/// connection may also be a server not started yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendFault {
+    /// Nothing accepts connections at the configured address.
+    Refused,
+    /// The configured host name does not resolve.
+    UnknownHost,
+    /// The server refused the configured credentials or role.
+    Authentication,
+    /// The configured database does not exist.
+    MissingDatabase,
+    /// The connection settings are malformed or contradict each other.
+    InvalidSettings,
+    /// Anything else: busy, restarting, unreachable for a while, or a failed statement.
+    Other,
+}
+
 impl StoreError {
-    /// Wraps a driver error.
+    /// Wraps a driver error of no particular [`BackendFault`].
     pub fn backend(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::backend_fault(backend, BackendFault::Other, source)
+    }
+
+    /// Wraps a driver error the backend has classified.
+    pub fn backend_fault(
+        backend: &'static str,
+        fault: BackendFault,
+        source: impl Into<BoxError>,
+    ) -> Self {
         StoreError::Backend {
             backend,
+            fault,
             source: source.into(),
+        }
+    }
+
+    /// The backend's classification of this failure; [`BackendFault::Other`] for every
+    /// error that is not a backend's.
+    pub fn fault(&self) -> BackendFault {
+        match self {
+            StoreError::Backend { fault, .. } => *fault,
+            _ => BackendFault::Other,
         }
     }
 }

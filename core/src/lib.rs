@@ -20,6 +20,7 @@ pub mod hybrid;
 pub mod in_memory;
 pub mod index;
 pub mod keys;
+pub mod listing;
 pub mod memory;
 pub mod new_memory;
 pub mod profile;
@@ -40,12 +41,14 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use dossier::{Direction, Dossier, Relationship};
 pub use engine::{
     CacheStats, CortexMemory, EngineConfig, EnrichmentError, HistoryEntry, Layers, MAX_LIMIT,
-    MemorizeOptions, MemorizeStatus, Memorized, Page, REPLACED_BY_CALLER, Retag,
+    MemorizeOptions, MemorizeStatus, Memorized, REPLACED_BY_CALLER, Retag,
 };
 pub use enrichment_store::{
     EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, MemoryRecords, Resolved,
 };
-pub use error::{CortexError, EmbeddingProblem, ProviderError, StoreError, StoreResult};
+pub use error::{
+    BackendFault, CortexError, EmbeddingProblem, ProviderError, StoreError, StoreResult,
+};
 pub use filter::MemoryFilter;
 pub use hybrid::{
     PARALLEL_LISTS_FROM, ScoredMemory, candidate_pool, hybrid_retrieve, hybrid_retrieve_filtered,
@@ -53,7 +56,8 @@ pub use hybrid::{
 pub use in_memory::InMemoryStore;
 pub use index::{MemoryIndex, Snapshot, SnapshotError, VectorSource};
 pub use keys::{Caller, KeyError, KeyStore, Scope, StoredKey};
-pub use memory::{Memory, MemoryId, MemoryKind};
+pub use listing::Page;
+pub use memory::{Memory, MemoryId, MemoryKind, MemoryState};
 pub use new_memory::NewMemory;
 pub use profile::{Profile, Tier};
 pub use provider::{EmbedResult, EmbedTask, GenResult, LLMProvider, TokenUsage};
@@ -61,7 +65,8 @@ pub use record_tx::RecordTx;
 pub use reranker::{RerankHit, Reranker};
 pub use signature::EmbeddingSignature;
 pub use store::{
-    Added, BuiltIndex, Capabilities, Deleted, Generation, ListQuery, MemoryStore, SearchRequest,
+    Added, BuiltIndex, Capabilities, Deleted, Generation, ListKey, ListQuery, MemoryStore,
+    SearchRequest,
 };
 pub use structure::{MemoryStructure, StructureEntity, StructureEvent, StructureRelation};
 pub use transfer::{

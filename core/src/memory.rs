@@ -105,6 +105,30 @@ impl Memory {
     pub fn expired_at(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|e| e <= now)
     }
+
+    /// Where the memory stands at `now`, given whether a correction superseded it.
+    pub fn state_at(&self, superseded: bool, now: DateTime<Utc>) -> MemoryState {
+        match (superseded, self.expired_at(now)) {
+            (true, _) => MemoryState::Superseded,
+            (false, true) => MemoryState::Expired,
+            (false, false) => MemoryState::Live,
+        }
+    }
+}
+
+/// The one definition of "live" that every count, list and page shares, so that no two
+/// screens disagree about it. A forgotten memory is deleted, so it has no state at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryState {
+    /// Neither superseded nor expired: recalled and listed.
+    Live,
+    /// Its `expires_at` has passed: never recalled, listed only when asked, still stored
+    /// until `cortex prune`.
+    Expired,
+    /// A correction replaced it: kept for `history`. Superseded wins over expired, since
+    /// a replaced memory is history whether or not its expiry passed since.
+    Superseded,
 }
 
 /// `new_id` made `old_id` stale: recall no longer returns the old memory.

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 use crate::error::StoreError;
 use crate::filter::MemoryFilter;
@@ -84,15 +85,34 @@ pub struct SearchRequest {
     pub filter: MemoryFilter,
 }
 
-/// One page of [`MemoryStore::list`]: live memories that pass `filter`, newest (highest
-/// sequence) first, only those older than `before_seq`, at most `limit`. Keyed by
-/// sequence, so memories written between pages never shift the pages still to come.
+/// A memory's place in a list: newest `created_at` first (the date a memory shows), and
+/// of two with the same date the later stored first. A larger key is listed earlier.
+/// Every store orders by it, so a cursor means the same on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ListKey {
+    pub created_at: DateTime<Utc>,
+    pub seq: i64,
+}
+
+impl ListKey {
+    pub fn of(memory: &Memory) -> Self {
+        Self {
+            created_at: memory.created_at,
+            seq: memory.seq,
+        }
+    }
+}
+
+/// One page of [`MemoryStore::list`]: live memories that pass `filter`, in [`ListKey`]
+/// order (newest first), only those after `before`, at most `limit`. Keyed by position,
+/// so every memory there when a walk began is on exactly one of its pages, whatever is
+/// written meanwhile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListQuery {
     pub filter: MemoryFilter,
     pub limit: usize,
-    /// Only memories with a smaller sequence number (the last one of the previous page).
-    pub before_seq: Option<i64>,
+    /// Only memories listed after this one (the last of the previous page): a smaller key.
+    pub before: Option<ListKey>,
 }
 
 impl ListQuery {
@@ -106,7 +126,7 @@ impl ListQuery {
 
     /// Whether `memory` belongs on this page's side of the cursor and passes the filter.
     pub fn admits(&self, memory: &Memory) -> bool {
-        self.before_seq.is_none_or(|s| memory.seq < s) && self.filter.matches(memory)
+        self.before.is_none_or(|k| ListKey::of(memory) < k) && self.filter.matches(memory)
     }
 }
 
@@ -144,10 +164,12 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// exist.
     async fn delete(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Deleted>>;
 
-    /// One page of live memories, newest first (see [`ListQuery`]).
+    /// One page of live memories, newest first (see [`ListQuery`] and [`ListKey`]).
     async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>>;
 
-    /// Number of live memories.
+    /// Number of memories no correction superseded, expired ones included: they stay
+    /// stored until pruned. (A user's summary splits them by
+    /// [`MemoryState`](crate::MemoryState).)
     async fn count(&self, user: &str) -> StoreResult<u64>;
 
     /// The user's current change counter (cheap: read on every recall).

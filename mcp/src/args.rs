@@ -34,6 +34,8 @@ pub struct MemorizeArgs {
     /// The id (or a unique prefix of at least 4 hex characters) of a memory this one
     /// corrects: the old memory stops being recalled in the same write, and its history
     /// keeps both. Use it when the user corrects something stored, instead of forget.
+    /// Without `tags` the correction keeps the old memory's tags; with them it has
+    /// exactly those.
     #[serde(default)]
     #[schemars(example = "3f2a9c1e")]
     pub replaces: Option<String>,

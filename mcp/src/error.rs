@@ -8,8 +8,7 @@
 use std::fmt;
 
 use cortex_core::keys::Scope;
-use cortex_core::{CortexError, StoreError};
-use cortex_postgres::PostgresError;
+use cortex_core::{BackendFault, CortexError, StoreError};
 use rmcp::model::{ContentBlock, IntoContents};
 
 use crate::dates::DateError;
@@ -137,23 +136,18 @@ enum SettingFault {
 }
 
 impl SettingFault {
-    /// Classifies a failure to open the store from its typed error: the Postgres cause
-    /// (driver error kinds, SQLSTATE codes) or the store's own configuration error.
+    /// Classifies a failure to open the store from the fault its backend reported, or
+    /// the store's own configuration error.
     fn of(e: &StoreError) -> Option<Self> {
-        use cortex_postgres::error::Cause;
-        let cause = match e {
-            StoreError::Config(_) => return Some(SettingFault::Invalid),
-            StoreError::Backend { source, .. } => match source.downcast_ref::<PostgresError>() {
-                Some(PostgresError::Connect { cause, .. }) => cause,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        match cause {
-            Cause::Refused => Some(SettingFault::Refused),
-            Cause::UnknownHost(_) => Some(SettingFault::UnknownHost),
-            Cause::Authentication { .. } => Some(SettingFault::Authentication),
-            other if other.is_configuration() => Some(SettingFault::NoDatabase),
+        if let StoreError::Config(_) = e {
+            return Some(SettingFault::Invalid);
+        }
+        match e.fault() {
+            BackendFault::Refused => Some(SettingFault::Refused),
+            BackendFault::UnknownHost => Some(SettingFault::UnknownHost),
+            BackendFault::Authentication => Some(SettingFault::Authentication),
+            BackendFault::MissingDatabase => Some(SettingFault::NoDatabase),
+            BackendFault::InvalidSettings => Some(SettingFault::Invalid),
             _ => None,
         }
     }

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cortex_mcp::{CortexServer, LazyEngine, ServerConfig, Storage, build_engine};
+use cortex_app::backend::PostgresBackend;
+use cortex_mcp::{CortexServer, LazyEngine, ServerConfig, build_engine};
 use cortex_postgres::PostgresStore;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -41,10 +42,10 @@ fn err(result: CallToolResult) -> String {
 }
 
 async fn drop_schema(config: &ServerConfig, schema: &str) {
-    let Storage::Postgres(pg) = &config.storage else {
+    let Some(pg) = config.storage.as_any().downcast_ref::<PostgresBackend>() else {
         return;
     };
-    let store = PostgresStore::connect(pg.clone()).await.unwrap();
+    let store = PostgresStore::connect(pg.config.clone()).await.unwrap();
     let client = store.pool().get().await.unwrap();
     client
         .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
@@ -63,7 +64,7 @@ async fn the_tools_work_over_postgres() {
         .unwrap_or(0);
     let schema = format!("cortex_t_mcp_{}_{nanos}", std::process::id());
     let config = settings(&url, &schema);
-    assert!(matches!(config.storage, Storage::Postgres(_)));
+    assert_eq!(config.storage.name(), "postgres");
 
     let engine = build_engine(&config).await.expect("connect to postgres");
     let server = CortexServer::new(Arc::new(LazyEngine::ready(engine)));

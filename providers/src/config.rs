@@ -203,49 +203,17 @@ impl ProviderConfig {
             Some(name) => name.parse()?,
             None => LlmProviderKind::None,
         };
-        let requested_dim = match var("CORTEX_EMBED_DIM") {
-            Some(text) => {
-                let dim: usize = parse_number("CORTEX_EMBED_DIM", &text)?;
-                if dim == 0 {
-                    return Err(ProviderError::Config(
-                        "CORTEX_EMBED_DIM must be at least 1".into(),
-                    ));
-                }
-                Some(dim)
-            }
-            None => None,
-        };
+        let requested_dim = requested_dimension(var("CORTEX_EMBED_DIM"))?;
         let (embed_model, embed_dimension, send_dimensions) = embed_model_and_dimension(
             embed_provider,
             var("CORTEX_EMBED_MODEL"),
             requested_dim,
             &local,
         )?;
-        let llm_model = var("CORTEX_LLM_MODEL").unwrap_or_else(|| {
-            match llm_provider {
-                LlmProviderKind::Gemini => GEMINI_LLM_MODEL,
-                LlmProviderKind::OpenAi => OPENAI_LLM_MODEL,
-                LlmProviderKind::Ollama => OLLAMA_LLM_MODEL,
-                LlmProviderKind::Anthropic => ANTHROPIC_LLM_MODEL,
-                LlmProviderKind::Fake => FAKE_MODEL,
-                LlmProviderKind::None => "",
-            }
-            .to_owned()
-        });
+        let llm_model =
+            var("CORTEX_LLM_MODEL").unwrap_or_else(|| default_llm_model(llm_provider).to_owned());
 
-        let mut http = HttpOptions::default();
-        if let Some(text) = var("CORTEX_PROVIDER_TIMEOUT_SECS") {
-            http.timeout =
-                Duration::from_secs(parse_number("CORTEX_PROVIDER_TIMEOUT_SECS", &text)?);
-        }
-        if let Some(text) = var("CORTEX_PROVIDER_MAX_ATTEMPTS") {
-            http.retry.max_attempts =
-                parse_number::<u32>("CORTEX_PROVIDER_MAX_ATTEMPTS", &text)?.max(1);
-        }
-        if let Some(text) = var("CORTEX_PROVIDER_RETRY_BUDGET_SECS") {
-            http.retry.max_elapsed =
-                Duration::from_secs(parse_number("CORTEX_PROVIDER_RETRY_BUDGET_SECS", &text)?);
-        }
+        let http = http_options(&var)?;
 
         let service = |key: Option<ApiKey>, url: &str, default: &str| Service {
             key,
@@ -470,6 +438,47 @@ impl ProviderConfig {
             default
         }
     }
+}
+
+/// `CORTEX_EMBED_DIM`: at least 1 when set.
+fn requested_dimension(text: Option<String>) -> Result<Option<usize>, ProviderError> {
+    let Some(text) = text else { return Ok(None) };
+    let dim: usize = parse_number("CORTEX_EMBED_DIM", &text)?;
+    if dim == 0 {
+        return Err(ProviderError::Config(
+            "CORTEX_EMBED_DIM must be at least 1".into(),
+        ));
+    }
+    Ok(Some(dim))
+}
+
+/// The generation model a provider uses when `CORTEX_LLM_MODEL` is unset.
+fn default_llm_model(provider: LlmProviderKind) -> &'static str {
+    match provider {
+        LlmProviderKind::Gemini => GEMINI_LLM_MODEL,
+        LlmProviderKind::OpenAi => OPENAI_LLM_MODEL,
+        LlmProviderKind::Ollama => OLLAMA_LLM_MODEL,
+        LlmProviderKind::Anthropic => ANTHROPIC_LLM_MODEL,
+        LlmProviderKind::Fake => FAKE_MODEL,
+        LlmProviderKind::None => "",
+    }
+}
+
+/// Timeouts and retries of every HTTP provider (`CORTEX_PROVIDER_*`).
+fn http_options(var: &dyn Fn(&str) -> Option<String>) -> Result<HttpOptions, ProviderError> {
+    let mut http = HttpOptions::default();
+    if let Some(text) = var("CORTEX_PROVIDER_TIMEOUT_SECS") {
+        http.timeout = Duration::from_secs(parse_number("CORTEX_PROVIDER_TIMEOUT_SECS", &text)?);
+    }
+    if let Some(text) = var("CORTEX_PROVIDER_MAX_ATTEMPTS") {
+        http.retry.max_attempts =
+            parse_number::<u32>("CORTEX_PROVIDER_MAX_ATTEMPTS", &text)?.max(1);
+    }
+    if let Some(text) = var("CORTEX_PROVIDER_RETRY_BUDGET_SECS") {
+        http.retry.max_elapsed =
+            Duration::from_secs(parse_number("CORTEX_PROVIDER_RETRY_BUDGET_SECS", &text)?);
+    }
+    Ok(http)
 }
 
 #[cfg(feature = "local")]

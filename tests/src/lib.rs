@@ -116,6 +116,8 @@ macro_rules! conformance_suite {
             filtered_list_is_exact,
             replaces_supersedes_in_one_transaction,
             retag_is_recorded_in_history,
+            a_correction_keeps_the_old_tags_unless_it_gives_its_own,
+            list_is_newest_first_by_created_at,
             expiry_is_exact_at_the_boundary,
             bad_filters_and_cursors_change_nothing,
         );

@@ -62,14 +62,12 @@ impl Deadline {
 
     /// What a call past this deadline returns.
     pub(crate) fn error(&self, server: &Server) -> StoreError {
-        StoreError::backend(
-            "postgres",
-            PostgresError::NoAnswer {
-                server: server.clone(),
-                waited: self.limit,
-                setting: self.setting.clone(),
-            },
-        )
+        PostgresError::NoAnswer {
+            server: server.clone(),
+            waited: self.limit,
+            setting: self.setting.clone(),
+        }
+        .into()
     }
 }
 

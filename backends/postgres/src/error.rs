@@ -12,6 +12,7 @@ use std::fmt;
 use std::time::Duration;
 
 use cortex_core::error::BoxError;
+use cortex_core::{BackendFault, StoreError};
 use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::config::Host;
 use tokio_postgres::error::{DbError, SqlState};
@@ -255,6 +256,25 @@ pub enum PostgresError {
         #[source]
         source: Option<BoxError>,
     },
+}
+
+/// Classified for callers that do not know Postgres: the settings' faults of a failed
+/// connection, everything else [`BackendFault::Other`].
+impl From<PostgresError> for StoreError {
+    fn from(e: PostgresError) -> Self {
+        let fault = match &e {
+            PostgresError::Connect { cause, .. } => match cause {
+                Cause::Refused => BackendFault::Refused,
+                Cause::UnknownHost(_) => BackendFault::UnknownHost,
+                Cause::Authentication { .. } => BackendFault::Authentication,
+                Cause::Settings(_) => BackendFault::InvalidSettings,
+                other if other.is_configuration() => BackendFault::MissingDatabase,
+                _ => BackendFault::Other,
+            },
+            _ => BackendFault::Other,
+        };
+        StoreError::backend_fault("postgres", fault, e)
+    }
 }
 
 impl PostgresError {

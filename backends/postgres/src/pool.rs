@@ -116,7 +116,7 @@ async fn opened<T>(
     endpoint: &Endpoint,
     connect: impl Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, StoreError> {
-    let failed = |e| StoreError::backend("postgres", e);
+    let failed = StoreError::from;
     match tokio::time::timeout(endpoint.opening, connect).await {
         Ok(opened) => opened.map_err(|e| failed(PostgresError::connect(&endpoint.server, e))),
         Err(_) => Err(failed(PostgresError::connect_timeout(
@@ -155,10 +155,13 @@ impl Connections {
     pub(crate) async fn get(&self) -> Result<Object, StoreError> {
         let client = self.pool.get().await.map_err(|e| {
             let size = self.pool.status().max_size;
-            StoreError::backend(
-                "postgres",
-                PostgresError::pool(&self.server, size, WAIT_TIMEOUT, self.opening, e),
-            )
+            StoreError::from(PostgresError::pool(
+                &self.server,
+                size,
+                WAIT_TIMEOUT,
+                self.opening,
+                e,
+            ))
         })?;
         deadline::note(&client);
         Ok(client)

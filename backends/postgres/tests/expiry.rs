@@ -14,9 +14,9 @@ use chrono::{DateTime, Duration, Utc};
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, ImportItem, InMemoryStore, ListQuery, Memory, MemoryFilter, MemoryId,
-    MemoryIndex, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest, TransferStore,
-    hybrid_retrieve, hybrid_retrieve_filtered,
+    EmbeddingSignature, ImportItem, InMemoryStore, ListKey, ListQuery, Memory, MemoryFilter,
+    MemoryId, MemoryIndex, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest,
+    TransferStore, hybrid_retrieve, hybrid_retrieve_filtered,
 };
 use cortex_postgres::{DenseMode, LexicalPaths, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
@@ -499,10 +499,10 @@ async fn list_leaves_out_expired_memories_unless_asked() {
             let (mut pg_cursor, mut memory_cursor) = (None, None);
             let mut seen = Vec::new();
             loop {
-                let page = |before_seq| ListQuery {
+                let page = |before| ListQuery {
                     filter: filter.clone(),
                     limit,
-                    before_seq,
+                    before,
                 };
                 let a = pg.list(USER, &page(pg_cursor)).await.unwrap();
                 let b = memory.list(USER, &page(memory_cursor)).await.unwrap();
@@ -512,8 +512,8 @@ async fn list_leaves_out_expired_memories_unless_asked() {
                 if a.len() < limit {
                     break;
                 }
-                pg_cursor = a.last().map(|m| m.seq);
-                memory_cursor = b.last().map(|m| m.seq);
+                pg_cursor = a.last().map(ListKey::of);
+                memory_cursor = b.last().map(ListKey::of);
             }
             let expected: Vec<MemoryId> = corpus
                 .live
@@ -540,7 +540,7 @@ async fn list_leaves_out_expired_memories_unless_asked() {
             let query = ListQuery {
                 filter: alive_at(at),
                 limit: 1000,
-                before_seq: None,
+                before: None,
             };
             pg.list(USER, &query).await.unwrap().len()
         }

@@ -13,8 +13,8 @@ use chrono::{DateTime, Duration, SubsecRound, Utc};
 use cortex_core::records::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, InMemoryStore, ListQuery, MemoryFilter, MemoryId, MemoryKind, MemoryStore,
-    NewMemory, ScoredMemory, SearchRequest, hybrid_retrieve_filtered,
+    EmbeddingSignature, InMemoryStore, ListKey, ListQuery, MemoryFilter, MemoryId, MemoryKind,
+    MemoryStore, NewMemory, ScoredMemory, SearchRequest, hybrid_retrieve_filtered,
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
@@ -514,9 +514,9 @@ async fn hnsw_with_a_selective_filter_is_not_short() {
     assert_eq!(scan, "off");
 }
 
-/// `list` with every filter, paged by `before_seq` at several page sizes, equals the
+/// `list` with every filter, paged by `before` at several page sizes, equals the
 /// in-memory store's `list` on the same writes (ids page by page; each store's cursor is
-/// its own last sequence number).
+/// its own last memory's position, whose sequence number is the store's own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filtered_list_pages_match_the_in_memory_store() {
     if !support::require_database().await {
@@ -540,10 +540,10 @@ async fn filtered_list_pages_match_the_in_memory_store() {
             let mut pages = 0;
             let mut seen = Vec::new();
             loop {
-                let page = |before_seq| ListQuery {
+                let page = |before| ListQuery {
                     filter: filter.clone(),
                     limit,
-                    before_seq,
+                    before,
                 };
                 let a = pg.list(user, &page(pg_cursor)).await.unwrap();
                 let b = memory.list(user, &page(memory_cursor)).await.unwrap();
@@ -555,7 +555,11 @@ async fn filtered_list_pages_match_the_in_memory_store() {
                 );
                 assert!(a.len() <= limit);
                 assert!(a.iter().all(|m| filter.matches(m)));
-                assert!(a.windows(2).all(|w| w[0].seq > w[1].seq), "newest first");
+                assert!(
+                    a.windows(2)
+                        .all(|w| ListKey::of(&w[0]) > ListKey::of(&w[1])),
+                    "newest first"
+                );
                 for (x, y) in a.iter().zip(&b) {
                     assert_eq!(
                         (&x.content, x.kind, &x.tags, x.created_at),
@@ -567,8 +571,8 @@ async fn filtered_list_pages_match_the_in_memory_store() {
                 if a.len() < limit {
                     break;
                 }
-                pg_cursor = a.last().map(|m| m.seq);
-                memory_cursor = b.last().map(|m| m.seq);
+                pg_cursor = a.last().map(ListKey::of);
+                memory_cursor = b.last().map(ListKey::of);
             }
             // Every live memory that passes, once.
             let mut expected: Vec<MemoryId> = Vec::new();
@@ -589,7 +593,7 @@ async fn filtered_list_pages_match_the_in_memory_store() {
             &ListQuery {
                 filter: window.clone(),
                 limit: 1000,
-                before_seq: None,
+                before: None,
             },
         )
         .await
@@ -601,7 +605,7 @@ async fn filtered_list_pages_match_the_in_memory_store() {
             &ListQuery {
                 filter: window.clone(),
                 limit: 1000,
-                before_seq: Some(middle.seq),
+                before: Some(ListKey::of(middle)),
             },
         )
         .await

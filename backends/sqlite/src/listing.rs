@@ -1,6 +1,7 @@
-//! One page of `list`: the user's live memories that pass a filter, newest first, keyed by
-//! sequence. Every condition is in the statement, so a selective filter reads only the
-//! rows it returns plus those the index walk passes over.
+//! One page of `list`: the user's live memories that pass a filter, newest first by
+//! `(created_at, seq)` (`ListKey`), which the `memories_user_created` index walks.
+//! Every condition is in the statement, so a selective filter reads only the rows it
+//! returns plus those the index walk passes over.
 
 use cortex_core::ListQuery;
 use rusqlite::types::Value;
@@ -12,9 +13,11 @@ pub(crate) fn list_statement(user: &str, query: &ListQuery) -> (String, Vec<Valu
     let mut sql = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.user_id = ? AND {LIVE}");
     let mut values = vec![Value::Text(user.to_owned())];
     let filter = &query.filter;
-    if let Some(seq) = query.before_seq {
-        sql.push_str(" AND m.seq < ?");
-        values.push(Value::Integer(seq));
+    if let Some(key) = query.before {
+        // Fixed-width UTC text: text order is time order.
+        sql.push_str(" AND (m.created_at, m.seq) < (?, ?)");
+        values.push(Value::Text(encode_time(&key.created_at)));
+        values.push(Value::Integer(key.seq));
     }
     if !filter.kinds.is_empty() {
         sql.push_str(&format!(" AND m.kind IN ({})", marks(filter.kinds.len())));
@@ -50,7 +53,7 @@ pub(crate) fn list_statement(user: &str, query: &ListQuery) -> (String, Vec<Valu
         sql.push_str(" AND (m.expires_at IS NULL OR m.expires_at > ?)");
         values.push(Value::Text(encode_time(now)));
     }
-    sql.push_str(" ORDER BY m.seq DESC LIMIT ?");
+    sql.push_str(" ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
     values.push(Value::Integer(
         i64::try_from(query.limit).unwrap_or(i64::MAX),
     ));

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_api_keys.sql"),
     include_str!("../migrations/0004_expiry.sql"),
     include_str!("../migrations/0005_index_snapshots.sql"),
+    include_str!("../migrations/0006_list_order.sql"),
 ];
 
 /// The schema version this build writes.

@@ -184,17 +184,8 @@ async fn run_sample(
         &sample.sample_id,
     );
     for (q_index, question) in sample.questions.iter().take(take).enumerate() {
-        let mut gold = BTreeSet::new();
-        let mut evidence = Vec::new();
-        for id in &question.evidence {
-            match position.get(id.as_str()) {
-                Some(&p) => {
-                    gold.insert(p);
-                    evidence.push(id.clone());
-                }
-                None => output.unresolved_evidence += 1,
-            }
-        }
+        let (gold, evidence, unresolved) = resolve_evidence(&question.evidence, &position);
+        output.unresolved_evidence += unresolved;
         let mut retrieval = BTreeMap::new();
         if !gold.is_empty() {
             if let Some(path) = &options.lists {
@@ -215,16 +206,7 @@ async fn run_sample(
                     .rank(retriever, &question.question, options.depth)
                     .await?;
                 let ranking = positions(&ranked, &by_id);
-                retrieval.insert(
-                    retriever,
-                    LocomoRetrieval {
-                        ranked: ranking
-                            .iter()
-                            .map(|&i| corpus.units[i].key.clone())
-                            .collect(),
-                        metrics: metrics::score(&ranking, &session_of, &gold),
-                    },
-                );
+                retrieval.insert(retriever, scored(&ranking, &corpus, &session_of, &gold));
             }
         }
         output.results.push(LocomoQuestionResult {
@@ -253,6 +235,44 @@ async fn run_sample(
     drop(engine);
     slot.finish();
     Ok(())
+}
+
+/// A ranking (positions among the memories) as the report keeps it: the turns' ids, and
+/// its metrics against the evidence positions `gold`.
+fn scored(
+    ranking: &[usize],
+    corpus: &Corpus,
+    session_of: &[usize],
+    gold: &BTreeSet<usize>,
+) -> LocomoRetrieval {
+    LocomoRetrieval {
+        ranked: ranking
+            .iter()
+            .map(|&i| corpus.units[i].key.clone())
+            .collect(),
+        metrics: metrics::score(ranking, session_of, gold),
+    }
+}
+
+/// A question's evidence turns as positions among the memories, the turn ids found, and
+/// how many named a turn the conversation does not have.
+fn resolve_evidence(
+    ids: &[String],
+    position: &HashMap<&str, usize>,
+) -> (BTreeSet<usize>, Vec<String>, usize) {
+    let mut gold = BTreeSet::new();
+    let mut evidence = Vec::new();
+    let mut unresolved = 0;
+    for id in ids {
+        match position.get(id.as_str()) {
+            Some(&p) => {
+                gold.insert(p);
+                evidence.push(id.clone());
+            }
+            None => unresolved += 1,
+        }
+    }
+    (gold, evidence, unresolved)
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@ use cortex_app::dates::parse_instant;
 use cortex_app::engine::open_store;
 use cortex_app::transfer::export;
 use cortex_app::{FilterError, StructureArgs};
+use cortex_core::listing;
 use cortex_core::{
-    MemorizeOptions, Memory, MemoryFilter, MemoryKind, MemoryStructure, Retag, StoredMemory,
+    ListKey, ListQuery, MemorizeOptions, Memory, MemoryFilter, MemoryKind, MemoryState,
+    MemoryStructure, Retag,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -154,53 +156,86 @@ pub async fn search(args: SearchArgs) -> Result<(), AdminError> {
     Ok(())
 }
 
+/// Pages of the list `list_memories` and the web page show (`cortex_core::listing`):
+/// newest first by `created_at`, the cursor the last memory's position, so every memory
+/// is reachable and none repeats, whatever is added meanwhile.
 pub async fn list(args: ListArgs) -> Result<(), AdminError> {
     if !(1..=cortex_core::MAX_LIMIT).contains(&args.limit) {
         return Err(AdminError::Usage("--limit must be 1 to 1000".into()));
     }
-    let filter = filter_of(&args.filter)?;
+    let mut filter = filter_of(&args.filter)?;
+    filter.include_expired = args.expired;
     let ctx = StoreContext::open().await?;
     let user = ctx.user(args.user.user.as_deref())?;
-    // Pages of the store's insertion order: the cursor is the last sequence shown, so
-    // every memory is reachable and none repeats, whatever is added meanwhile.
-    let mut cursor = args.cursor.unwrap_or(0);
-    let mut shown: Vec<StoredMemory> = Vec::new();
-    let mut exhausted = false;
-    // Fixed-size reads: a selective filter must not shrink them to a row a round trip.
-    let read = args.limit.max(256);
-    'pages: while shown.len() < args.limit {
-        let page = ctx.store.memories_after(&user, cursor, read).await?;
-        if page.is_empty() {
-            exhausted = true;
-            break;
+    let now = cortex_core::memory::now();
+    let cursor = args.cursor.as_deref();
+    let (shown, next) = match args.superseded {
+        false => {
+            let page =
+                listing::list_page(&*ctx.store, &user, &filter, args.limit, cursor, now).await?;
+            let shown = page.memories.into_iter().map(|m| (m, false)).collect();
+            (shown, page.next_cursor)
         }
-        for m in page {
-            // The cursor is the last row examined, so a page cut short resumes after it.
-            cursor = m.memory.seq;
-            if (args.superseded || !m.superseded) && filter.matches(&m.memory) {
-                shown.push(m);
-                if shown.len() == args.limit {
-                    break 'pages;
-                }
-            }
-        }
-    }
-    let next = (!exhausted).then_some(cursor);
+        true => with_superseded(&*ctx.store, &user, filter, args.limit, cursor, now).await?,
+    };
     if args.json {
         let memories: Vec<_> = shown
             .iter()
-            .map(|m| json!({"memory": m.memory, "superseded": m.superseded}))
+            .map(|(m, superseded)| {
+                json!({"memory": m, "superseded": superseded, "expired": m.expired_at(now)})
+            })
             .collect();
         return print_json(&json!({"memories": memories, "next_cursor": next}));
     }
-    for m in &shown {
-        let state = if m.superseded { "  (superseded)" } else { "" };
-        println!("{}{state}", show(&m.memory));
+    for (m, superseded) in &shown {
+        let state = match m.state_at(*superseded, now) {
+            MemoryState::Live => "",
+            MemoryState::Expired => "  (expired)",
+            MemoryState::Superseded => "  (superseded)",
+        };
+        println!("{}{state}", show(m));
     }
     if let Some(next) = next {
         println!("-- more: cortex list --cursor {next}");
     }
     Ok(())
+}
+
+/// A page of the same list with superseded memories in it too, which no store lists:
+/// every memory read, then ordered and cut as `listing` orders and cuts.
+async fn with_superseded(
+    store: &dyn cortex_core::TransferStore,
+    user: &str,
+    mut filter: MemoryFilter,
+    limit: usize,
+    cursor: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Vec<(Memory, bool)>, Option<String>), AdminError> {
+    filter.alive_at = (!filter.include_expired).then_some(now);
+    let query = ListQuery {
+        filter,
+        limit,
+        before: cursor.map(listing::decode_cursor).transpose()?,
+    };
+    let mut every = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.memories_after(user, after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.memory.seq;
+        every.extend(
+            page.into_iter()
+                .filter(|m| query.admits(&m.memory))
+                .map(|m| (m.memory, m.superseded)),
+        );
+    }
+    every.sort_unstable_by_key(|(m, _)| std::cmp::Reverse(ListKey::of(m)));
+    let more = every.len() > limit;
+    every.truncate(limit);
+    let next = more
+        .then(|| every.last().map(|(m, _)| listing::cursor_after(m)))
+        .flatten();
+    Ok((every, next))
 }
 
 pub async fn forget(args: IdArgs) -> Result<(), AdminError> {
@@ -305,14 +340,9 @@ pub async fn history(args: IdArgs) -> Result<(), AdminError> {
 #[derive(Debug, Default, Serialize)]
 struct Stats {
     user: String,
-    live: u64,
-    superseded: u64,
-    by_kind: BTreeMap<String, u64>,
-    by_tag: BTreeMap<String, u64>,
-    content_bytes: u64,
-    /// What embedding this user's memories again would send a provider, estimated at four
-    /// characters a token (the figure `cortex reembed` prints before it starts).
-    content_tokens_estimate: u64,
+    /// The counts the web page's Browse and Stats pages show too (`cortex_app::stats`).
+    #[serde(flatten)]
+    memories: cortex_app::MemoryStats,
     signature: Option<String>,
     store: String,
     /// The SQLite file with its WAL, or every table of the Postgres schema (all users).
@@ -327,45 +357,6 @@ struct Stats {
     shared_buffers_bytes: Option<u64>,
 }
 
-/// The bytes of the files in `dir` (0 when there is none).
-fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.metadata().ok())
-        .map(|m| m.len())
-        .sum()
-}
-
-/// The size on disk of every table of the schema, indexes and TOAST included, and the
-/// HNSW index beside `shared_buffers`; `None` (with a warning) when they cannot be read.
-async fn postgres_sizes(
-    config: &cortex_postgres::PostgresConfig,
-) -> (Option<u64>, Option<cortex_postgres::HnswMemory>) {
-    let read = async {
-        let store = cortex_postgres::PostgresStore::connect(config.clone())
-            .await
-            .map_err(|e| e.to_string())?;
-        let bytes = cortex_core::TransferStore::size_bytes(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        let memory = store
-            .diagnostics()
-            .hnsw_memory()
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((bytes, memory))
-    };
-    match read.await {
-        Ok((bytes, memory)) => (bytes, Some(memory)),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the schema's size");
-            (None, None)
-        }
-    }
-}
-
 /// Reads the store only: no embedder or layer setting is needed, or read.
 pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     let ctx = StoreContext::open().await?;
@@ -375,51 +366,14 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
         signature: ctx.store.signature().await?.map(|s| s.to_string()),
         ..Stats::default()
     };
-    (stats.store, stats.store_bytes) = match &ctx.settings.storage {
-        cortex_app::Storage::Sqlite(c) => {
-            let size = |suffix: &str| {
-                let mut path = c.path.clone().into_os_string();
-                path.push(suffix);
-                std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-            };
-            let mut snapshots = c.path.clone().into_os_string();
-            snapshots.push(".index");
-            stats.index_snapshot_bytes = Some(dir_bytes(std::path::Path::new(&snapshots)));
-            (
-                format!("sqlite {}", c.path.display()),
-                Some(size("") + size("-wal")),
-            )
-        }
-        cortex_app::Storage::Postgres(c) => {
-            let (bytes, memory) = postgres_sizes(c).await;
-            stats.hnsw_index_bytes = memory.map(|m| m.index_bytes);
-            stats.shared_buffers_bytes = memory.map(|m| m.shared_buffers_bytes);
-            (format!("postgres schema {}", c.schema_name()), bytes)
-        }
-    };
-    let mut after = 0;
-    loop {
-        let page = ctx.store.memories_after(&user, after, 1000).await?;
-        let Some(last) = page.last() else { break };
-        after = last.memory.seq;
-        for m in &page {
-            match m.superseded {
-                true => stats.superseded += 1,
-                false => {
-                    stats.live += 1;
-                    *stats
-                        .by_kind
-                        .entry(m.memory.kind.as_str().to_owned())
-                        .or_default() += 1;
-                    for tag in &m.memory.tags {
-                        *stats.by_tag.entry(tag.clone()).or_default() += 1;
-                    }
-                }
-            }
-            stats.content_bytes += m.memory.content.len() as u64;
-            stats.content_tokens_estimate += (m.memory.content.chars().count() as u64).div_ceil(4);
-        }
-    }
+    let footprint = ctx.settings.storage.footprint().await;
+    stats.store = footprint.place;
+    stats.store_bytes = footprint.bytes;
+    stats.index_snapshot_bytes = footprint.index_snapshot_bytes;
+    stats.hnsw_index_bytes = footprint.hnsw_index_bytes;
+    stats.shared_buffers_bytes = footprint.shared_buffers_bytes;
+    stats.memories =
+        cortex_app::memory_stats(&*ctx.store, &user, cortex_core::memory::now()).await?;
     if args.json {
         return print_json(&stats);
     }
@@ -431,14 +385,12 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
     if let Some(bytes) = stats.index_snapshot_bytes {
         println!("snapshots   {bytes} bytes of index snapshots beside the file");
     }
-    if let (Some(index_bytes), Some(shared_buffers_bytes)) =
-        (stats.hnsw_index_bytes, stats.shared_buffers_bytes)
-    {
-        let memory = cortex_postgres::HnswMemory {
-            index_bytes,
-            shared_buffers_bytes,
-        };
-        let fit = match memory.fits() {
+    if let (Some(index_bytes), Some(shared_buffers_bytes), Some(fits)) = (
+        stats.hnsw_index_bytes,
+        stats.shared_buffers_bytes,
+        footprint.hnsw_fits,
+    ) {
+        let fit = match fits {
             true => "fits",
             false => "does not fit: raise shared_buffers (docs/CONFIGURATION.md)",
         };
@@ -450,9 +402,11 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
         "signature   {}",
         stats.signature.as_deref().unwrap_or("(none yet)")
     );
+    let m = &stats.memories;
     println!(
-        "memories    {} live, {} superseded, {} bytes of text (about {} tokens to embed again)",
-        stats.live, stats.superseded, stats.content_bytes, stats.content_tokens_estimate
+        "memories    {} live, {} expired (not yet pruned), {} superseded, {} bytes of text \
+         (about {} tokens to embed again)",
+        m.live, m.expired, m.superseded, m.content_bytes, m.content_tokens_estimate
     );
     let join = |m: &BTreeMap<String, u64>| {
         m.iter()
@@ -460,8 +414,8 @@ pub async fn stats(args: StatsArgs) -> Result<(), AdminError> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("by kind     {}", join(&stats.by_kind));
-    println!("by tag      {}", join(&stats.by_tag));
+    println!("by kind     {}", join(&m.by_kind));
+    println!("by tag      {}", join(&m.by_tag));
     Ok(())
 }
 

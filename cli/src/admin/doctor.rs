@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cortex_app::engine::{honour_store, open_store};
-use cortex_app::{ServerConfig, Storage};
+use cortex_app::{Presence, ServerConfig, Storage};
 use cortex_core::{EmbedTask, TransferStore};
 use cortex_providers::EmbedProviderKind;
 use serde::Serialize;
@@ -36,8 +36,9 @@ fn check(name: &'static str, result: Result<String, String>) -> Check {
 
 /// Runs every check that the configuration allows; a failed step skips those after it
 /// that need it. Read-only: a store that does not exist yet (a SQLite file, a Postgres
-/// schema) is reported, not created, and pgvector is not installed. Only the embedder in effect is named (the one the server would use with
-/// this store), and only once it could be built.
+/// schema) is reported, not created, and pgvector is not installed. Only the embedder in
+/// effect is named (the one the server would use with this store), and only once it could
+/// be built.
 pub async fn run_checks(online: bool) -> Vec<Check> {
     let mut checks = Vec::new();
     let config = match ServerConfig::from_env() {
@@ -56,73 +57,27 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
         )),
     ));
     if config.providers.embed.provider == EmbedProviderKind::Local {
-        let local = &config.providers.local;
-        checks.push(check(
-            "model files",
-            match local.model_dir() {
-                Some(dir) => {
-                    let missing: Vec<&str> = ["config.json", "tokenizer.json"]
-                        .into_iter()
-                        .filter(|f| !dir.join(f).is_file())
-                        .collect();
-                    match missing.is_empty() {
-                        true => Ok(format!("{}", dir.display())),
-                        false => Err(format!("{} lacks {}", dir.display(), missing.join(", "))),
-                    }
-                }
-                None => Err(
-                    "no local model directory; run `bash scripts/fetch-test-model.sh` \
-                             or set CORTEX_EMBED_MODEL_PATH"
-                        .into(),
-                ),
-            },
-        ));
+        checks.push(check("model files", model_files(&config.providers.local)));
     }
-    let store = match &config.storage {
-        // Opening creates the file: a check must not.
-        Storage::Sqlite(c) if matches!(c.path.try_exists(), Ok(false)) => {
-            checks.push(check(
-                "store",
-                Ok(format!(
-                    "no store yet: SQLite {} does not exist; the first memory creates it",
-                    c.path.display()
-                )),
-            ));
+    // A look that writes nothing first: opening would create the store.
+    let inspection = config.storage.inspect().await;
+    let store = match inspection.presence {
+        Presence::Unreachable(why) => {
+            checks.push(check("store", Err(why)));
+            return checks;
+        }
+        Presence::Absent(what) => {
+            checks.push(check("store", Ok(what)));
             None
         }
-        // Opening installs pgvector and creates the schema: look first, without a pool.
-        Storage::Postgres(c) => {
-            let inspection = match cortex_postgres::inspect(c).await {
-                Ok(found) => found,
-                Err(e) => {
-                    checks.push(check("store", Err(e.to_string())));
-                    return checks;
-                }
-            };
-            let store = if inspection.schema_version.is_none() {
-                checks.push(check(
-                    "store",
-                    Ok(format!(
-                        "no store yet: PostgreSQL schema {} holds no Cortex store; the first \
-                         memory creates it",
-                        c.schema_name()
-                    )),
-                ));
-                None
-            } else {
-                match opened(&mut checks, &config.storage).await {
-                    Some(store) => Some(store),
-                    None => return checks,
-                }
-            };
-            checks.push(check("pgvector", pgvector_check(&inspection)));
-            store
-        }
-        storage => match opened(&mut checks, storage).await {
+        Presence::Present => match opened(&mut checks, &config.storage).await {
             Some(store) => Some(store),
             None => return checks,
         },
     };
+    for (name, result) in inspection.checks {
+        checks.push(check(name, result));
+    }
     // As the server would: a store written by the local model keeps it.
     let providers = match &store {
         Some(store) => match honour_store(&config.providers, &**store).await {
@@ -141,25 +96,7 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
         Some(store) => store.signature().await.map_err(|e| e.to_string()),
         None => Ok(None),
     };
-    checks.push(check(
-        "signature",
-        match (stored, configured) {
-            (Ok(None), Some(configured)) => Ok(format!(
-                "empty store; the first memory records {configured}"
-            )),
-            (Ok(None), None) => Ok("empty store".to_owned()),
-            (Ok(Some(stored)), Some(configured)) if stored == configured => {
-                Ok(format!("{stored} matches"))
-            }
-            (Ok(Some(stored)), Some(configured)) => {
-                Err(AdminError::SignatureMismatch { stored, configured }.to_string())
-            }
-            (Ok(Some(stored)), None) => Ok(format!(
-                "the store holds vectors of {stored}; no embedder to compare (see below)"
-            )),
-            (Err(e), _) => Err(e),
-        },
-    ));
+    checks.push(check("signature", signature_check(stored, configured)));
     checks.push(check(
         "embedder",
         embedder
@@ -195,36 +132,63 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
     checks
 }
 
+/// The local model's directory holds the files the embedder loads.
+fn model_files(local: &cortex_providers::LocalSettings) -> Result<String, String> {
+    let Some(dir) = local.model_dir() else {
+        return Err(
+            "no local model directory; run `bash scripts/fetch-mpnet-model.sh` \
+                    or set CORTEX_EMBED_MODEL_PATH"
+                .into(),
+        );
+    };
+    let missing: Vec<&str> = ["config.json", "tokenizer.json"]
+        .into_iter()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    match missing.is_empty() {
+        true => Ok(format!("{}", dir.display())),
+        false => Err(format!("{} lacks {}", dir.display(), missing.join(", "))),
+    }
+}
+
+/// The store's signature against the embedder's in effect (unknown while it cannot be
+/// built).
+fn signature_check(
+    stored: Result<Option<cortex_core::EmbeddingSignature>, String>,
+    configured: Option<cortex_core::EmbeddingSignature>,
+) -> Result<String, String> {
+    match (stored, configured) {
+        (Ok(None), Some(configured)) => Ok(format!(
+            "empty store; the first memory records {configured}"
+        )),
+        (Ok(None), None) => Ok("empty store".to_owned()),
+        (Ok(Some(stored)), Some(configured)) if stored == configured => {
+            Ok(format!("{stored} matches"))
+        }
+        (Ok(Some(stored)), Some(configured)) => {
+            Err(AdminError::SignatureMismatch { stored, configured }.to_string())
+        }
+        (Ok(Some(stored)), None) => Ok(format!(
+            "the store holds vectors of {stored}; no embedder to compare (see below)"
+        )),
+        (Err(e), _) => Err(e),
+    }
+}
+
 /// The store, opened as the server would; `None` when it failed (recorded in `checks`).
 async fn opened(checks: &mut Vec<Check>, storage: &Storage) -> Option<Arc<dyn TransferStore>> {
     match open_store(storage).await {
         Ok(store) => {
-            let place = match storage {
-                Storage::Sqlite(c) => format!("SQLite {}", c.path.display()),
-                Storage::Postgres(c) => format!("PostgreSQL, schema {}", c.schema_name()),
-            };
-            checks.push(check("store", Ok(format!("{place} reachable"))));
+            checks.push(check(
+                "store",
+                Ok(format!("{} reachable", storage.describe())),
+            ));
             Some(store)
         }
         Err(e) => {
             checks.push(check("store", Err(e.to_string())));
             None
         }
-    }
-}
-
-fn pgvector_check(found: &cortex_postgres::Inspection) -> Result<String, String> {
-    match (&found.pgvector, &found.pgvector_available) {
-        (Some(installed), _) => Ok(format!("version {installed}")),
-        (None, Some(available)) => Ok(format!(
-            "version {available} available, not yet installed in this database; the first \
-             memory installs it (which needs the right to CREATE EXTENSION)"
-        )),
-        (None, None) => Err(
-            "the vector extension is not installed and the server has no \
-                             pgvector to install; see scripts/install-pgvector.sh"
-                .into(),
-        ),
     }
 }
 

@@ -11,15 +11,12 @@ pub mod summary;
 pub mod token;
 pub mod ui;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cortex_app::engine::{honour_store, open_store};
 use cortex_app::{Engine, ServerConfig, Storage, StoreSettings, build_engine};
 use cortex_core::TransferStore;
-use cortex_postgres::PostgresConfig;
 use cortex_postgres::config::redact_url;
-use cortex_sqlite::SqliteConfig;
 
 pub use error::AdminError;
 
@@ -93,48 +90,53 @@ fn user_or(flag: Option<&str>, configured: &str) -> Result<String, AdminError> {
 /// else (another scheme, a postgres URL missing its `//` or its colon, one that does not
 /// parse) is refused here, before anything is opened or created.
 pub fn storage_of(target: &str) -> Result<Storage, AdminError> {
-    const EXPECTED: &str = "give a postgres:// (or postgresql://) URL, or a SQLite file path";
+    let schemes = cortex_app::backend::target_schemes();
+    let expected = format!(
+        "give a {} URL, or a SQLite file path",
+        schemes
+            .iter()
+            .map(|s| format!("{s}://"))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    );
     let target = target.trim();
     if target.is_empty() {
-        return Err(AdminError::Usage(format!("--to is empty; {EXPECTED}")));
+        return Err(AdminError::Usage(format!("--to is empty; {expected}")));
     }
     let shown = redact_url(target);
-    match url_scheme(target) {
-        Some(scheme)
-            if scheme.eq_ignore_ascii_case("postgres")
-                || scheme.eq_ignore_ascii_case("postgresql") =>
-        {
-            let scheme = scheme.to_ascii_lowercase();
+    let scheme = url_scheme(target).map(str::to_ascii_lowercase);
+    let kind = cortex_app::backend::kind_for_target(scheme.as_deref());
+    match (scheme, kind) {
+        (Some(scheme), Some(kind)) => {
             let Some(rest) = target[scheme.len() + 1..].strip_prefix("//") else {
                 return Err(AdminError::Usage(format!(
-                    "--to {shown} is not a valid PostgreSQL URL: write \
-                     {scheme}://user@host:port/database"
+                    "--to {shown} is not a valid {} URL: write {scheme}://user@host:port/database",
+                    kind.name()
                 )));
             };
-            // The driver reads the scheme in lower case only.
+            // Drivers read the scheme in lower case only.
             let url = format!("{scheme}://{rest}");
-            let config = PostgresConfig::from_lookup(|name| match name {
-                "CORTEX_DATABASE_URL" => Some(url.clone()),
-                other => cortex_app::env_var(other),
-            })?;
-            config.check_url("--to").map_err(|e| match e {
+            kind.for_target(&url, "--to").map_err(|e| match e {
                 cortex_core::StoreError::Config(message) => AdminError::Usage(message),
                 other => AdminError::Store(other),
-            })?;
-            Ok(Storage::Postgres(config))
+            })
         }
-        Some(scheme) => Err(AdminError::Usage(format!(
-            "--to {shown} is a {scheme}: URL; cortex migrates into PostgreSQL or SQLite only: \
-             {EXPECTED} (a file whose name starts with a word and a colon needs ./ in front)"
+        (Some(scheme), None) => Err(AdminError::Usage(format!(
+            "--to {shown} is a {scheme}: URL; cortex migrates into {} only: {expected} (a file \
+             whose name starts with a word and a colon needs ./ in front)",
+            cortex_app::backend::registered_names().join(" or ")
         ))),
-        None if target.contains("://") => Err(AdminError::Usage(format!(
-            "--to {shown} looks like a URL but has no valid scheme; {EXPECTED}"
+        (None, _) if target.contains("://") => Err(AdminError::Usage(format!(
+            "--to {shown} looks like a URL but has no valid scheme; {expected}"
         ))),
-        None if missing_colon(target) => Err(AdminError::Usage(format!(
-            "--to {shown} looks like a PostgreSQL URL without its colon: write \
-             postgres://user@host:port/database (a SQLite file path needs no double slash)"
+        (None, _) if let Some(scheme) = missing_colon(target) => Err(AdminError::Usage(format!(
+            "--to {shown} looks like a URL without its colon: write \
+                 {scheme}://user@host:port/database (a SQLite file path needs no double slash)"
         ))),
-        None => Ok(Storage::Sqlite(SqliteConfig::new(target))),
+        (None, Some(kind)) => Ok(kind.for_target(target, "--to")?),
+        (None, None) => Err(AdminError::Usage(format!(
+            "--to {shown}: no backend of this build takes a file path; {expected}"
+        ))),
     }
 }
 
@@ -151,50 +153,24 @@ fn url_scheme(text: &str) -> Option<&str> {
     .then_some(head)
 }
 
-/// `postgres//host/db`: a PostgreSQL URL whose colon was lost.
-fn missing_colon(text: &str) -> bool {
+/// `postgres//host/db`: a URL whose colon was lost; the scheme to write instead (its
+/// backend's first).
+fn missing_colon(text: &str) -> Option<&'static str> {
     let lower = text.to_ascii_lowercase();
-    lower.starts_with("postgres//") || lower.starts_with("postgresql//")
+    let (head, _) = lower.split_once("//")?;
+    let kind = cortex_app::backend::kind_for_target(Some(head)).filter(|_| !head.is_empty())?;
+    kind.schemes().first().copied()
 }
 
 /// Refuses a migration whose destination is its source: the same SQLite file however the
 /// path is spelled (symlinks, `..`, relative), or the same Postgres database and schema.
 pub fn check_not_itself(source: &Storage, target: &Storage) -> Result<(), AdminError> {
-    let same = match (source, target) {
-        (Storage::Sqlite(a), Storage::Sqlite(b)) => {
-            file_identity(&a.path) == file_identity(&b.path)
-        }
-        (Storage::Postgres(a), Storage::Postgres(b)) => a.same_store(b)?,
-        _ => false,
-    };
-    match same {
-        true => Err(AdminError::Usage(match source {
-            Storage::Sqlite(c) => format!(
-                "--to names the store being migrated, {}, itself; give another file",
-                c.path.display()
-            ),
-            Storage::Postgres(c) => format!(
-                "--to names the store being migrated, schema {} of the same database, itself; \
-                 give another database",
-                c.schema_name()
-            ),
-        })),
+    match source.same_store(target.as_ref())? {
+        true => Err(AdminError::Usage(format!(
+            "--to names the store being migrated, {}, itself; give another store",
+            source.describe()
+        ))),
         false => Ok(()),
-    }
-}
-
-/// The path a file is known by: its real path when it exists, else its directory's real
-/// path and its name (else the path made absolute).
-fn file_identity(path: &Path) -> PathBuf {
-    if let Ok(real) = std::fs::canonicalize(path) {
-        return real;
-    }
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    match (absolute.parent(), absolute.file_name()) {
-        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
-            .map(|dir| dir.join(name))
-            .unwrap_or(absolute.clone()),
-        _ => absolute,
     }
 }
 
@@ -217,7 +193,9 @@ mod tests {
         ] {
             assert_eq!(url_scheme(text), scheme, "{text}");
         }
-        assert!(missing_colon("Postgres//h/db"));
-        assert!(!missing_colon("postgres/h.db"));
+        assert_eq!(missing_colon("Postgres//h/db"), Some("postgres"));
+        assert_eq!(missing_colon("postgresql//h/db"), Some("postgres"));
+        assert_eq!(missing_colon("postgres/h.db"), None);
+        assert_eq!(missing_colon("//h/db"), None);
     }
 }

@@ -61,6 +61,34 @@ impl CortexMemory {
         Ok(result?.text)
     }
 
+    /// What `memory` makes stale among its `neighbours`: those in the band just below a
+    /// duplicate, as the arbiter judges them. A failed call supersedes nothing (it is
+    /// counted and logged; the memory is stored either way).
+    pub(super) async fn made_stale(
+        &self,
+        memory: &Memory,
+        neighbours: Vec<(Memory, f64)>,
+    ) -> Vec<MemoryId> {
+        let band: Vec<Memory> = neighbours
+            .into_iter()
+            .filter(|(_, cos)| {
+                *cos >= self.config.soft_update_floor && *cos < self.config.dedup_threshold
+            })
+            .take(self.config.max_arbiter_candidates)
+            .map(|(m, _)| m)
+            .collect();
+        if band.is_empty() {
+            return Vec::new();
+        }
+        match self.soft_update(memory, &band).await {
+            Ok(stale) => stale,
+            Err(e) => {
+                self.enrichment_failed("soft update", memory, &e);
+                Vec::new()
+            }
+        }
+    }
+
     /// Asks the arbiter which of `band` the new memory makes stale and supersedes those,
     /// each in the transaction that records its supersession.
     pub(super) async fn soft_update(

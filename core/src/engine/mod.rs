@@ -4,11 +4,13 @@ mod enrichment;
 mod history;
 mod index_cache;
 mod layer_reads;
+mod retag;
 
 pub use index_cache::CacheStats;
 
 pub use enrichment::EnrichmentError;
 pub use history::HistoryEntry;
+pub use retag::Retag;
 
 use enrichment::extraction_records;
 
@@ -31,22 +33,23 @@ use crate::error::{CortexError, EmbeddingProblem, Result};
 use crate::filter::MemoryFilter;
 use crate::hybrid::{ScoredMemory, hybrid_retrieve_filtered};
 use crate::index::MemoryIndex;
+use crate::listing::{self, Page, check_limit};
 use crate::memory::{
     DEFAULT_MAX_CONTENT_BYTES, Memory, MemoryId, MemoryKind, validate_content, validate_user,
 };
 use crate::new_memory::NewMemory;
 use crate::profile::Tier;
 use crate::provider::{EmbedTask, LLMProvider, TokenUsage};
+use crate::reader::extraction::Extraction;
 use crate::reranker::{RerankHit, Reranker};
 use crate::signature::EmbeddingSignature;
-use crate::store::{BuiltIndex, Generation, ListQuery, MemoryStore, SearchRequest};
+use crate::store::{BuiltIndex, Generation, MemoryStore, SearchRequest};
 use crate::structure::MemoryStructure;
 use crate::tokenizer::query_terms;
 use crate::usage::{CallKind, ProviderUsage, UsageMeter};
 use index_cache::IndexCache;
 
-/// Largest `top_k` or list limit the engine accepts.
-pub const MAX_LIMIT: usize = 1000;
+pub use crate::listing::MAX_LIMIT;
 /// Fewest hex characters a forget prefix must have.
 pub const MIN_PREFIX_HEX: usize = 4;
 
@@ -261,6 +264,17 @@ impl CortexMemory {
         self.usage.snapshot()
     }
 
+    /// The name of every provider this engine may call, as [`usage`](Self::usage) keys
+    /// them: the embedder, and the LLM and the reranker when it has them.
+    pub fn providers(&self) -> Vec<String> {
+        let mut names = vec![self.embedder.name().to_owned()];
+        names.extend(self.llm.as_ref().map(|l| l.name().to_owned()));
+        names.extend(self.reranker.as_ref().map(|r| r.name().to_owned()));
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Validates, embeds once and stores one memory in one transaction. With layers on:
     /// a near-duplicate is not written (dedup), related memories the new one makes stale
     /// are superseded (soft update), and one extraction call records its event and graph
@@ -299,6 +313,8 @@ impl CortexMemory {
     /// written with its supersession in one transaction, so recall returns the new memory
     /// and never the old one, and `history` shows the chain; the dedup and soft-update
     /// layers stand aside for it, since the caller has said what the new memory replaces.
+    /// A correction that gives no tags keeps the old memory's; one that gives tags has
+    /// exactly those (docs/FORMAT.md, "Corrections").
     pub async fn memorize_with(
         &self,
         user: &str,
@@ -307,7 +323,7 @@ impl CortexMemory {
         tags: &[String],
         options: &MemorizeOptions,
     ) -> Result<Memorized> {
-        self.memorize_carrying(user, content, kind, tags, options, None)
+        self.memorize_carrying(user, content, kind, Tags::OrReplaced(tags), options, None)
             .await
     }
 
@@ -318,45 +334,14 @@ impl CortexMemory {
         user: &str,
         content: &str,
         kind: MemoryKind,
-        tags: &[String],
+        tags: Tags<'_>,
         options: &MemorizeOptions,
         carried: Option<MemoryRecords>,
     ) -> Result<Memorized> {
-        let mut new = NewMemory::new(user, content, kind, tags, self.config.max_content_bytes)?;
-        if let Some(at) = options.created_at {
-            new = new.dated(at)?;
-        }
-        if let Some(at) = options.expires_at {
-            new = new.expiring(at, self.clock.now())?;
-        }
-        let replaced = match options.replaces.as_deref() {
-            Some(id) => Some(self.replaceable(user, id).await?),
-            None => None,
-        };
-        if let Some(old) = replaced {
-            let reason = options.reason.as_deref().unwrap_or(REPLACED_BY_CALLER);
-            new = new.replacing(old, reason);
-        }
-        // The caller's structure is checked, like every argument, before the embed call.
-        let structure = match &options.structure {
-            Some(s) if !s.is_empty() => {
-                if !self.store.capabilities().records {
-                    return Err(StoreError::Unsupported(
-                        "entities and events written with a memory",
-                    )
-                    .into());
-                }
-                Some(s.validated()?)
-            }
-            _ => None,
-        };
-        if let Some(x) = &structure {
-            let records = extraction_records(new.id, x, true, true);
-            new = new.with_records(records);
-        } else if let Some(carried) = carried.filter(|c| !c.is_empty()) {
-            let records = carried.for_memory(new.id);
-            new = new.with_records(records);
-        }
+        // Every argument is checked before the embed call.
+        let (new, replaced, structure) = self
+            .prepare(user, content, kind, tags, options, carried)
+            .await?;
         let signature = self.guard_signature().await?.1;
         let vector = self
             .embed_one(content, EmbedTask::Document, &signature)
@@ -414,20 +399,7 @@ impl CortexMemory {
 
         let mut superseded: Vec<MemoryId> = replaced.into_iter().collect();
         if layers.soft_update {
-            let band: Vec<Memory> = neighbours
-                .into_iter()
-                .filter(|(_, cos)| {
-                    *cos >= self.config.soft_update_floor && *cos < self.config.dedup_threshold
-                })
-                .take(self.config.max_arbiter_candidates)
-                .map(|(m, _)| m)
-                .collect();
-            if !band.is_empty() {
-                match self.soft_update(&memory, &band).await {
-                    Ok(stale) => superseded.extend(stale),
-                    Err(e) => self.enrichment_failed("soft update", &memory, &e),
-                }
-            }
+            superseded.extend(self.made_stale(&memory, neighbours).await);
         }
         // The caller's own structure stands in for the model's reading of the memory.
         if (layers.episodic || layers.graph)
@@ -447,6 +419,62 @@ impl CortexMemory {
             status,
             superseded,
         })
+    }
+
+    /// The memory a memorize writes, checked: its date, expiry, the memory it corrects
+    /// (whose tags it keeps when `tags` allows and gives none), and the records written
+    /// with it (the caller's structure, validated, or else `carried`).
+    async fn prepare(
+        &self,
+        user: &str,
+        content: &str,
+        kind: MemoryKind,
+        tags: Tags<'_>,
+        options: &MemorizeOptions,
+        carried: Option<MemoryRecords>,
+    ) -> Result<(NewMemory, Option<MemoryId>, Option<Extraction>)> {
+        let given = match tags {
+            Tags::OrReplaced(given) | Tags::Exactly(given) => given,
+        };
+        let mut new = NewMemory::new(user, content, kind, given, self.config.max_content_bytes)?;
+        if let Some(at) = options.created_at {
+            new = new.dated(at)?;
+        }
+        if let Some(at) = options.expires_at {
+            new = new.expiring(at, self.clock.now())?;
+        }
+        let replaced = match options.replaces.as_deref() {
+            Some(id) => Some(self.replaceable(user, id).await?),
+            None => None,
+        };
+        if let Some(old) = &replaced {
+            let reason = options.reason.as_deref().unwrap_or(REPLACED_BY_CALLER);
+            new = new.replacing(old.id, reason);
+            if matches!(tags, Tags::OrReplaced(_)) && new.tags.is_empty() {
+                new.tags = old.tags.clone();
+            }
+        }
+        let replaced = replaced.map(|old| old.id);
+        let structure = match &options.structure {
+            Some(s) if !s.is_empty() => {
+                if !self.store.capabilities().records {
+                    return Err(StoreError::Unsupported(
+                        "entities and events written with a memory",
+                    )
+                    .into());
+                }
+                Some(s.validated()?)
+            }
+            _ => None,
+        };
+        if let Some(x) = &structure {
+            let records = extraction_records(new.id, x, true, true);
+            new = new.with_records(records);
+        } else if let Some(carried) = carried.filter(|c| !c.is_empty()) {
+            let records = carried.for_memory(new.id);
+            new = new.with_records(records);
+        }
+        Ok((new, replaced, structure))
     }
 
     /// Live memories most similar to `vector`, with their cosine, best first.
@@ -647,10 +675,10 @@ impl CortexMemory {
             .memories)
     }
 
-    /// One page of the live memories that pass `filter`, newest first, starting after
-    /// `cursor` (a previous page's [`Page::next_cursor`]). Pages are keyed by insertion
-    /// order: every memory is on exactly one page of a walk, and memories written during
-    /// the walk never shift the pages still to come.
+    /// One page of the live memories that pass `filter`, newest first by
+    /// [`ListKey`](crate::ListKey), starting after `cursor` (a previous page's
+    /// [`Page::next_cursor`]); expired ones are left out unless the filter includes them,
+    /// as they stand on this engine's clock.
     pub async fn list_page(
         &self,
         user: &str,
@@ -658,30 +686,24 @@ impl CortexMemory {
         limit: usize,
         cursor: Option<&str>,
     ) -> Result<Page> {
-        validate_user(user)?;
-        check_limit("limit", limit)?;
-        let mut filter = filter.clone().validated()?;
-        filter.alive_at = (!filter.include_expired).then(|| self.clock.now());
-        let before_seq = cursor.map(decode_cursor).transpose()?;
-        let query = ListQuery {
+        listing::list_page(
+            self.store.as_ref(),
+            user,
             filter,
-            // One more than asked tells whether another page follows.
-            limit: limit + 1,
-            before_seq,
-        };
-        let mut memories = self.store.list(user, &query).await?;
-        let more = memories.len() > limit;
-        memories.truncate(limit);
-        let next_cursor = more
-            .then(|| memories.last().map(|m| encode_cursor(m.seq)))
-            .flatten();
-        Ok(Page {
-            memories,
-            next_cursor,
-        })
+            limit,
+            cursor,
+            self.clock.now(),
+        )
+        .await
     }
 
-    /// Number of live memories.
+    /// Now, on the clock that decides what has expired.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Number of memories no correction superseded, expired ones included
+    /// ([`MemoryStore::count`]).
     pub async fn count(&self, user: &str) -> Result<u64> {
         validate_user(user)?;
         Ok(self.store.count(user).await?)
@@ -769,90 +791,9 @@ impl CortexMemory {
         Ok(expired)
     }
 
-    /// Changes a live memory's kind or tags. Recorded as a correction: a memory with the
-    /// same content, date and vector-bearing text, the new kind and tags, replaces the old
-    /// one in one transaction (one embed call), so `history` shows what changed and when
-    /// (reason `retagged: ...`). The memory's id therefore changes; the result holds the
-    /// new one. A change that changes nothing is refused.
-    pub async fn retag(&self, user: &str, id_or_prefix: &str, change: &Retag) -> Result<Memorized> {
-        validate_user(user)?;
-        let id = self.replaceable(user, id_or_prefix).await?;
-        let old = self
-            .store
-            .get(user, &id)
-            .await?
-            .ok_or_else(|| CortexError::NotFound {
-                id: id_or_prefix.trim().to_owned(),
-            })?;
-        if old.expired_at(self.clock.now()) {
-            return Err(CortexError::invalid(
-                "memory_id",
-                format!("memory {id} has expired; `cortex prune` deletes it"),
-            ));
-        }
-        let add = crate::memory::normalize_tags(&change.add)?;
-        let remove = crate::memory::normalize_tags(&change.remove)?;
-        let mut tags: Vec<String> = old
-            .tags
-            .iter()
-            .filter(|t| !remove.contains(t))
-            .cloned()
-            .collect();
-        for tag in add {
-            if !tags.contains(&tag) {
-                tags.push(tag);
-            }
-        }
-        let kind = change.kind.unwrap_or(old.kind);
-        let same_tags = tags.len() == old.tags.len() && tags.iter().all(|t| old.tags.contains(t));
-        if kind == old.kind && same_tags {
-            return Err(CortexError::invalid(
-                "tags",
-                "the change leaves the kind and the tags as they are",
-            ));
-        }
-        let mut what = Vec::new();
-        if kind != old.kind {
-            what.push(format!("kind {} -> {kind}", old.kind));
-        }
-        let added: Vec<&str> = tags
-            .iter()
-            .filter(|t| !old.tags.contains(t))
-            .map(String::as_str)
-            .collect();
-        let removed: Vec<&str> = old
-            .tags
-            .iter()
-            .filter(|t| !tags.contains(t))
-            .map(String::as_str)
-            .collect();
-        if !added.is_empty() {
-            what.push(format!("tags +{}", added.join(" +")));
-        }
-        if !removed.is_empty() {
-            what.push(format!("tags -{}", removed.join(" -")));
-        }
-        let options = MemorizeOptions {
-            created_at: Some(old.created_at),
-            replaces: Some(id.to_string()),
-            reason: Some(format!("retagged: {}", what.join("; "))),
-            skip_extraction: true,
-            expires_at: old.expires_at,
-            structure: None,
-        };
-        // The new version keeps the old one's events, entity links and relationships,
-        // written with it, so the timeline and the dossier follow the memory.
-        let carried = match (&self.enrichment, self.store.capabilities().records) {
-            (Some(records), true) => Some(records.memory_records(user, &id).await?),
-            _ => None,
-        };
-        self.memorize_carrying(user, &old.content, kind, &tags, &options, carried)
-            .await
-    }
-
     /// The live memory a correction names: it must exist and not be superseded already
     /// (correct the memory that replaced it instead).
-    async fn replaceable(&self, user: &str, id_or_prefix: &str) -> Result<MemoryId> {
+    async fn replaceable(&self, user: &str, id_or_prefix: &str) -> Result<Memory> {
         let id = self
             .resolve(user, id_or_prefix)
             .await
@@ -862,11 +803,11 @@ impl CortexMemory {
                 }
                 other => other,
             })?;
-        if self.store.get(user, &id).await?.is_none() {
+        let Some(old) = self.store.get(user, &id).await? else {
             return Err(CortexError::NotFound {
                 id: id_or_prefix.trim().to_owned(),
             });
-        }
+        };
         let newer: Vec<MemoryId> = self
             .store
             .supersessions(user, &id)
@@ -881,7 +822,7 @@ impl CortexMemory {
                 format!("memory {id} was already replaced by {newer}; replace that one instead"),
             ));
         }
-        Ok(id)
+        Ok(old)
     }
 
     /// The store's signature (if any) and the provider's, refusing a mismatch. Runs before
@@ -1038,51 +979,20 @@ pub struct MemorizeOptions {
     pub structure: Option<MemoryStructure>,
 }
 
-/// A change of a memory's kind or tags (see [`CortexMemory::retag`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Retag {
-    /// The new kind; `None` keeps it.
-    pub kind: Option<MemoryKind>,
-    /// Tags to add (normalised as memorize normalises them).
-    pub add: Vec<String>,
-    /// Tags to remove.
-    pub remove: Vec<String>,
+/// Which tags a new version of a memory gets.
+#[derive(Debug, Clone, Copy)]
+enum Tags<'a> {
+    /// These; when none are given and the memory corrects another, the corrected one's:
+    /// a caller who corrects the text has not asked to drop the labels.
+    OrReplaced(&'a [String]),
+    /// Exactly these, even none: a retag has decided the whole set.
+    Exactly(&'a [String]),
 }
-
-/// One page of [`CortexMemory::list_page`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Page {
-    pub memories: Vec<Memory>,
-    /// Where the next page starts; `None` on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// Cursors are opaque to callers; the version prefix lets their form change later.
-const CURSOR_PREFIX: &str = "c1.";
 
 /// Unit vectors for [`current::prefer_current`]; a memory without one (left the store
 /// since its candidate list was read) gets an empty vector, which is close to nothing.
 fn units_or_empty(units: Vec<Option<Vec<f32>>>) -> Vec<Vec<f32>> {
     units.into_iter().map(Option::unwrap_or_default).collect()
-}
-
-fn encode_cursor(seq: i64) -> String {
-    format!("{CURSOR_PREFIX}{seq:x}")
-}
-
-fn decode_cursor(cursor: &str) -> Result<i64> {
-    cursor
-        .trim()
-        .strip_prefix(CURSOR_PREFIX)
-        .filter(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-        .and_then(|hex| i64::from_str_radix(hex, 16).ok())
-        .filter(|seq| *seq > 0)
-        .ok_or_else(|| {
-            CortexError::invalid(
-                "cursor",
-                format!("{cursor:?} is not a cursor a list returned; pass next_cursor as given"),
-            )
-        })
 }
 
 /// A reranker answer is usable when every index is in range and none repeats.
@@ -1103,14 +1013,4 @@ fn check_rerank(
         return Err("no results".to_owned());
     }
     Ok(hits)
-}
-
-fn check_limit(field: &'static str, value: usize) -> Result<()> {
-    if value == 0 || value > MAX_LIMIT {
-        return Err(CortexError::invalid(
-            field,
-            format!("must be between 1 and {MAX_LIMIT}; got {value}"),
-        ));
-    }
-    Ok(())
 }

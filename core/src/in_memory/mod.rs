@@ -13,7 +13,8 @@ use crate::record_tx::{self, run_ready};
 use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
 use crate::signature::EmbeddingSignature;
 use crate::store::{
-    Added, BuiltIndex, Capabilities, Deleted, Generation, ListQuery, MemoryStore, StoreResult,
+    Added, BuiltIndex, Capabilities, Deleted, Generation, ListKey, ListQuery, MemoryStore,
+    StoreResult,
 };
 
 mod enrichment;
@@ -265,12 +266,14 @@ impl MemoryStore for InMemoryStore {
 
     async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
         Ok(self.with_user(user, |d| {
-            d.live()
-                .rev()
+            let mut page: Vec<Memory> = d
+                .live()
                 .filter(|(m, _)| query.admits(m))
-                .take(query.limit)
                 .map(|(m, _)| m.clone())
-                .collect()
+                .collect();
+            page.sort_unstable_by_key(|m| std::cmp::Reverse(ListKey::of(m)));
+            page.truncate(query.limit);
+            page
         }))
     }
 

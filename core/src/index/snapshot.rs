@@ -171,68 +171,17 @@ impl MemoryIndex {
             .chunks_exact(16)
             .map(|b| Uuid::from_bytes(b.try_into().unwrap_or_default()))
             .collect();
-        let postings_side =
-            || -> Result<(LexicalIndex, FxHashMap<MemoryId, usize>), SnapshotError> {
-                if crc32fast::hash(body).to_le_bytes() != crc {
-                    return Err(SnapshotError::Checksum);
-                }
-                let doc_len = body[lengths_at..ids_at]
-                    .chunks_exact(4)
-                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                let mut r = Reader {
-                    bytes: &body[..memories_at],
-                    at: terms_at,
-                };
-                if term_count > (memories_at - terms_at) / 16 {
-                    return Err(SnapshotError::Invalid("term count"));
-                }
-                let mut terms = Vec::with_capacity(term_count);
-                for _ in 0..term_count {
-                    let term = r.string()?;
-                    let n = r.len()?;
-                    let list = r
-                        .take(n.checked_mul(8).ok_or(SnapshotError::Invalid("postings"))?)?
-                        .chunks_exact(8)
-                        .map(|b| Posting {
-                            row: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                            tf: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-                        })
-                        .collect();
-                    terms.push((term, list));
-                }
-                if r.at != memories_at {
-                    return Err(SnapshotError::Invalid("bytes after the postings"));
-                }
-                let lexical = LexicalIndex::from_parts(terms, doc_len)
-                    .ok_or(SnapshotError::Invalid("postings"))?;
-                let mut rows = FxHashMap::default();
-                rows.reserve(count);
-                for (row, id) in ids.iter().enumerate() {
-                    if rows.insert(*id, row).is_some() {
-                        return Err(SnapshotError::Invalid("a memory twice"));
-                    }
-                }
-                Ok((lexical, rows))
-            };
-        let memories_side = || -> Result<Vec<Memory>, SnapshotError> {
-            // Each memory takes at least 46 bytes: no count asks for more room than that.
-            if count > (key_at - memories_at) / 46 {
-                return Err(SnapshotError::Invalid("memory count"));
-            }
-            let mut r = Reader {
-                bytes: &body[..key_at],
-                at: memories_at,
-            };
-            let memories = ids
-                .iter()
-                .map(|&id| r.memory(id))
-                .collect::<Result<Vec<_>, _>>()?;
-            if r.at != key_at {
-                return Err(SnapshotError::Invalid("bytes after the memories"));
-            }
-            Ok(memories)
+        let layout = Layout {
+            count,
+            term_count,
+            lengths_at,
+            ids_at,
+            terms_at,
+            memories_at,
+            key_at,
         };
+        let postings_side = || read_postings(body, crc, &layout, &ids);
+        let memories_side = || read_memories(body, &layout, &ids);
         let (lexical, memories) = super::parallel::both(postings_side, memories_side);
         let ((lexical, rows), memories) = (lexical?, memories?);
         let key = body[key_at..body_len - TRAILER].to_vec();
@@ -264,6 +213,107 @@ impl MemoryIndex {
         };
         Ok(Snapshot { key, index })
     }
+}
+
+/// Where a snapshot's sections start (byte offsets into its body), and its counts.
+struct Layout {
+    count: usize,
+    term_count: usize,
+    lengths_at: usize,
+    ids_at: usize,
+    terms_at: usize,
+    memories_at: usize,
+    key_at: usize,
+}
+
+/// The checksum, then the BM25 postings and the rows by id: one of the two threads of
+/// [`MemoryIndex::from_snapshot`].
+fn read_postings(
+    body: &[u8],
+    crc: [u8; 4],
+    layout: &Layout,
+    ids: &[MemoryId],
+) -> Result<(LexicalIndex, FxHashMap<MemoryId, usize>), SnapshotError> {
+    let Layout {
+        count,
+        term_count,
+        lengths_at,
+        ids_at,
+        terms_at,
+        memories_at,
+        ..
+    } = *layout;
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return Err(SnapshotError::Checksum);
+    }
+    let doc_len = body[lengths_at..ids_at]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let mut r = Reader {
+        bytes: &body[..memories_at],
+        at: terms_at,
+    };
+    if term_count > (memories_at - terms_at) / 16 {
+        return Err(SnapshotError::Invalid("term count"));
+    }
+    let mut terms = Vec::with_capacity(term_count);
+    for _ in 0..term_count {
+        let term = r.string()?;
+        let n = r.len()?;
+        let list = r
+            .take(n.checked_mul(8).ok_or(SnapshotError::Invalid("postings"))?)?
+            .chunks_exact(8)
+            .map(|b| Posting {
+                row: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                tf: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            })
+            .collect();
+        terms.push((term, list));
+    }
+    if r.at != memories_at {
+        return Err(SnapshotError::Invalid("bytes after the postings"));
+    }
+    let lexical =
+        LexicalIndex::from_parts(terms, doc_len).ok_or(SnapshotError::Invalid("postings"))?;
+    let mut rows = FxHashMap::default();
+    rows.reserve(count);
+    for (row, id) in ids.iter().enumerate() {
+        if rows.insert(*id, row).is_some() {
+            return Err(SnapshotError::Invalid("a memory twice"));
+        }
+    }
+    Ok((lexical, rows))
+}
+
+/// The memories, in row order: the other thread of [`MemoryIndex::from_snapshot`].
+fn read_memories(
+    body: &[u8],
+    layout: &Layout,
+    ids: &[MemoryId],
+) -> Result<Vec<Memory>, SnapshotError> {
+    let Layout {
+        count,
+        memories_at,
+        key_at,
+        ..
+    } = *layout;
+    // Each memory takes at least 46 bytes: no count asks for more room than that.
+    if count > (key_at - memories_at) / 46 {
+        return Err(SnapshotError::Invalid("memory count"));
+    }
+    let mut r = Reader {
+        bytes: &body[..key_at],
+        at: memories_at,
+    };
+    let memories = ids
+        .iter()
+        .map(|&id| r.memory(id))
+        .collect::<Result<Vec<_>, _>>()?;
+    if r.at != key_at {
+        return Err(SnapshotError::Invalid("bytes after the memories"));
+    }
+    Ok(memories)
 }
 
 fn kind_code(kind: MemoryKind) -> u8 {

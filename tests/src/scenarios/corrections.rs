@@ -255,3 +255,71 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
     ));
     assert_eq!(store.count(&u).await.unwrap(), 1);
 }
+
+/// A correction that gives no tags carries the old memory's over; one that gives tags has
+/// exactly those. A retag that removes every tag still leaves none: it says what the tags
+/// are, it does not leave them out.
+pub async fn a_correction_keeps_the_old_tags_unless_it_gives_its_own(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = storage.connect().await;
+    let (engine, _) = engine(store.clone());
+    let u = user("correction-tags");
+    let tags = |t: &[&str]| t.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    let old = engine
+        .memorize(
+            &u,
+            "The deploy window is Friday",
+            MemoryKind::Decision,
+            &tags(&["ops", "Release"]),
+        )
+        .await
+        .unwrap()
+        .memory;
+    let correct = |replaces: String, content: &'static str, given: Vec<String>| {
+        let engine = &engine;
+        let u = &u;
+        async move {
+            let options = MemorizeOptions {
+                replaces: Some(replaces),
+                ..MemorizeOptions::default()
+            };
+            engine
+                .memorize_with(u, content, MemoryKind::Decision, &given, &options)
+                .await
+                .unwrap()
+                .memory
+        }
+    };
+    let carried = correct(
+        old.id.to_string()[..8].to_owned(),
+        "The deploy window is Thursday",
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(carried.tags, ["ops", "release"], "carried over");
+    assert_eq!(store.get(&u, &carried.id).await.unwrap().unwrap(), carried);
+
+    let given = correct(
+        carried.id.to_string(),
+        "The deploy window is Wednesday",
+        tags(&["Infra"]),
+    )
+    .await;
+    assert_eq!(given.tags, ["infra"], "the correction's own tags win");
+    let listed = engine.list_memories(&u, 10).await.unwrap();
+    assert_eq!(listed, std::slice::from_ref(&given));
+
+    let bare = engine
+        .retag(
+            &u,
+            &given.id.to_string(),
+            &cortex_core::Retag {
+                remove: tags(&["infra"]),
+                ..cortex_core::Retag::default()
+            },
+        )
+        .await
+        .unwrap()
+        .memory;
+    assert!(bare.tags.is_empty(), "{:?}", bare.tags);
+}

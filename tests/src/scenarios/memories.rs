@@ -75,6 +75,72 @@ pub async fn list_is_newest_first_with_limit(factory: &dyn StoreFactory) {
     assert!(engine.list_memories(&u, 1001).await.is_err());
 }
 
+/// Newest first means the `created_at` a memory shows, not when it was stored: a memory
+/// dated in the past goes below newer ones whenever it was written, and of two with the
+/// same date the later-stored goes first. Pages of any size walk that order once.
+pub async fn list_is_newest_first_by_created_at(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let (engine, _) = engine(storage.connect().await);
+    let u = user("list-dated");
+    let date = |text: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let written = [
+        ("started at Acme", Some("2024-03-01T00:00:00Z")),
+        ("moved to Lisbon", None),
+        ("born in Porto", Some("1990-05-17T00:00:00Z")),
+        ("first tie", Some("2010-09-01T00:00:00Z")),
+        ("second tie", Some("2010-09-01T00:00:00Z")),
+    ];
+    for (text, at) in written {
+        engine
+            .memorize_at(&u, text, MemoryKind::Fact, &[], at.map(date))
+            .await
+            .unwrap();
+    }
+    let expected = [
+        "moved to Lisbon",
+        "started at Acme",
+        "second tie",
+        "first tie",
+        "born in Porto",
+    ];
+    let contents = |memories: &[cortex_core::Memory]| {
+        memories
+            .iter()
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        contents(&engine.list_memories(&u, 10).await.unwrap()),
+        expected
+    );
+    for limit in [1, 2, 3] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = engine
+                .list_page(
+                    &u,
+                    &cortex_core::MemoryFilter::default(),
+                    limit,
+                    cursor.as_deref(),
+                )
+                .await
+                .unwrap();
+            seen.extend(contents(&page.memories));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+            assert!(seen.len() <= expected.len(), "{seen:?}");
+        }
+        assert_eq!(seen, expected, "pages of {limit}");
+    }
+}
+
 /// count follows writes and deletes.
 pub async fn count_counts_live_memories(factory: &dyn StoreFactory) {
     let storage = factory.create().await;

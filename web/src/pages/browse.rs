@@ -1,9 +1,10 @@
-//! `/`: every live memory, newest first, a page at a time (the list cursor), filtered by
-//! kinds, tags and creation dates.
+//! `/`: every live memory, newest first by the date it shows, a page at a time (the list
+//! cursor), filtered by kinds, tags and creation dates; above them the user's counts, as
+//! `cortex stats` and the Stats page give them.
 
 use axum::extract::{RawQuery, State};
 use axum::response::Html;
-use chrono::Utc;
+use cortex_app::memory_stats;
 use maud::html;
 
 use super::filter_fields;
@@ -21,9 +22,8 @@ pub async fn page(
     let user = current.session.user();
     let params = ListParams::parse(query.as_deref());
     let filter = params.filter()?;
-    let page = state
-        .engine()
-        .await?
+    let engine = state.engine().await?;
+    let page = engine
         .memory
         .list_page(
             user,
@@ -32,10 +32,17 @@ pub async fn page(
             params.cursor.as_deref(),
         )
         .await?;
-    let live = state.engine().await?.memory.count(user).await?;
-    let now = Utc::now();
+    let now = engine.memory.now();
+    let counts = memory_stats(engine.store.as_ref(), user, now).await?;
     let body = html! {
-        p.summary { (live) @if live == 1 { " live memory." } @else { " live memories." } }
+        p.summary {
+            span #live-count { (counts.live) }
+            @if counts.live == 1 { " live memory" } @else { " live memories" }
+            @if counts.expired > 0 {
+                ", " span #expired-count { (counts.expired) } " expired, not yet pruned"
+            }
+            "."
+        }
         form.filter method="get" action="/" {
             (filter_fields(&params))
             label { input type="checkbox" name="expired" value="on" checked[params.include_expired]; " include expired" }

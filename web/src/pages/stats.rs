@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::response::Html;
-use chrono::Utc;
-use cortex_app::transfer::format::Line;
-use cortex_app::transfer::pager::Pager;
+use cortex_app::memory_stats;
+use cortex_core::{RecordKind, StoreError, TransferStore};
 use maud::html;
 
 use crate::error::WebError;
@@ -16,16 +15,8 @@ use crate::html::{bytes, layout};
 use crate::security::CurrentSession;
 use crate::state::WebState;
 
-/// One user's counts.
-#[derive(Debug, Default)]
-struct Counts {
-    live: u64,
-    superseded: u64,
-    expired: u64,
-    by_kind: BTreeMap<&'static str, u64>,
-    text_bytes: u64,
-    records: BTreeMap<&'static str, u64>,
-}
+/// Records read per store call.
+const PAGE: usize = 500;
 
 pub async fn page(
     State(state): State<WebState>,
@@ -33,34 +24,15 @@ pub async fn page(
 ) -> Result<Html<String>, WebError> {
     let engine = state.engine().await?;
     let user = current.session.user();
-    let now = Utc::now();
-    let mut counts = Counts::default();
-    let mut pager = Pager::new(engine.store.as_ref(), user, false);
-    while let Some(page) = pager.next_page().await? {
-        for line in page {
-            match line {
-                Line::Memory(m) => {
-                    counts.text_bytes += m.content.len() as u64;
-                    if m.superseded {
-                        counts.superseded += 1;
-                    } else if m.expires_at.is_some_and(|t| t <= now) {
-                        counts.expired += 1;
-                    } else {
-                        counts.live += 1;
-                        *counts.by_kind.entry(m.kind.as_str()).or_default() += 1;
-                    }
-                }
-                other => *counts.records.entry(other.kind()).or_default() += 1,
-            }
-        }
-    }
+    let counts = memory_stats(engine.store.as_ref(), user, engine.memory.now()).await?;
+    let records = record_counts(engine.store.as_ref(), user).await?;
     let embedder = engine.memory.embedder_signature();
     let stored = engine.store.signature().await?;
     let size = match state.config.show_store_size {
         true => engine.store.size_bytes().await?,
         false => None,
     };
-    let record = |kind: &str| counts.records.get(kind).copied().unwrap_or(0);
+    let record = |kind: RecordKind| records.get(kind.as_str()).copied().unwrap_or(0);
     let body = html! {
         h2 { "Memories" }
         dl.stats {
@@ -70,15 +42,15 @@ pub async fn page(
             }
             dt { "Superseded (kept in history)" } dd #superseded { (counts.superseded) }
             dt { "Expired, not yet pruned" } dd #expired { (counts.expired) }
-            dt { "Their text" } dd { (bytes(counts.text_bytes)) }
+            dt { "Their text" } dd { (bytes(counts.content_bytes)) }
         }
         h2 { "Timeline and graph" }
         dl.stats {
-            dt { "Events" } dd #events { (record("event")) }
-            dt { "Entities" } dd #entities { (record("entity")) }
-            dt { "Relationships" } dd #relationships { (record("edge")) }
-            dt { "Memory–entity links" } dd { (record("link")) }
-            dt { "Corrections (supersessions)" } dd { (record("supersession")) }
+            dt { "Events" } dd #events { (record(RecordKind::Event)) }
+            dt { "Entities" } dd #entities { (record(RecordKind::Entity)) }
+            dt { "Relationships" } dd #relationships { (record(RecordKind::Edge)) }
+            dt { "Memory–entity links" } dd { (record(RecordKind::Link)) }
+            dt { "Corrections (supersessions)" } dd { (record(RecordKind::Supersession)) }
         }
         h2 { "Embedder" }
         dl.stats {
@@ -99,4 +71,24 @@ pub async fn page(
     Ok(Html(
         layout("Stats", Some(&current.session), body).into_string(),
     ))
+}
+
+/// The user's records besides memories, by kind.
+async fn record_counts(
+    store: &dyn TransferStore,
+    user: &str,
+) -> Result<BTreeMap<&'static str, u64>, StoreError> {
+    let mut counts = BTreeMap::new();
+    for kind in RecordKind::ALL {
+        let mut offset = 0;
+        loop {
+            let n = store.records(user, kind, offset, PAGE).await?.len() as u64;
+            if n == 0 {
+                break;
+            }
+            offset += n;
+        }
+        counts.insert(kind.as_str(), offset);
+    }
+    Ok(counts)
 }

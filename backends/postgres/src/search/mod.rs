@@ -53,6 +53,7 @@ mod bm25;
 mod cte;
 pub(crate) mod dense_plan;
 mod dense_side;
+mod explain;
 mod fusion;
 mod impact;
 pub(crate) mod ivfflat;
@@ -67,6 +68,7 @@ mod statistics;
 mod tests;
 mod tie_break;
 mod transaction;
+mod walk;
 
 use cortex_core::StoreError;
 use tokio_postgres::Row;

@@ -3,18 +3,19 @@
 //! snapshot), then the fusion and the commit; dropped before it ends, it rolls back.
 //! [`Search::explain`] runs the same statements under EXPLAIN ANALYZE.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use cortex_core::{SearchRequest, StoreError};
 use deadpool_postgres::Object;
 use futures_util::FutureExt;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use super::dense_plan::{self, DensePlan};
-use super::dense_side::Walked;
+use super::explain::explain_generic;
 use super::ivfflat;
 use super::lexical_path::{LexicalPath, RarestFirstLookups};
+use super::walk::{
+    CUSTOM_ONLY, HNSW_ITERATIVE, HNSW_OLD, HNSW_PLAIN, IVFFLAT_ITERATIVE, IVFFLAT_OLD,
+    IVFFLAT_PLAIN, Settings, Walk,
+};
 use super::{
     DenseRanks, LexicalSide, Pruning, decode_dense, decode_lexical, dense, fused, lexical,
 };
@@ -22,7 +23,7 @@ use crate::config::{AnnIndex, PostgresConfig};
 use crate::names::Names;
 use crate::pg_err;
 use crate::pool::Connections;
-use crate::sql::{self, Built, get};
+use crate::sql::{Built, get};
 
 /// The BM25 statement's generic plan (see [`Search::run`]), set for its transaction.
 const GENERIC_PLAN: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
@@ -72,8 +73,6 @@ impl LexicalPlan {
     }
 }
 
-type Param<'a> = &'a (dyn ToSql + Sync);
-
 /// What a search reads from its store.
 #[derive(Clone, Copy)]
 pub(crate) struct Store<'a> {
@@ -111,87 +110,6 @@ pub(crate) struct Found {
     /// Whether the HNSW graph was walked again with the iterative scan, the walk without
     /// it having come back short (see [`Walk`]).
     pub rewalked: bool,
-}
-
-/// The dense statement's settings: a custom plan always; with an approximate index its
-/// search width (`hnsw.ef_search` or `ivfflat.probes`) and its iterative scan, when
-/// pgvector has it (HNSW's in distance order; IVFFlat's only mode, `relaxed_order`, may
-/// return the rows past the probed lists slightly out of order, which ranking the
-/// candidates by the full-precision distance puts right among those returned).
-///
-/// The dense statement always gets a custom plan: prepared once per connection, it may
-/// after a few runs switch to a generic plan, which knows neither the user's size nor the
-/// query vector (forced generic at 100k memories, the statement that then searched the
-/// dense side inside the fusion joined the fused rows to every memory by a sequential hash
-/// join: one-term searches took 100-113 ms, docs/BENCHMARKS.md). With an index the planner
-/// chooses between the index's ordered scan and reading the user's rows by (user, seq)
-/// and sorting them: for a user with few memories among many the latter is both exact and
-/// faster. (Forcing the index with enable_sort=off was tried: it also turned the BM25
-/// side into a full postings scan.)
-#[derive(Debug)]
-struct Settings {
-    sql: &'static str,
-    /// The same without the iterative scan, for a first walk (see [`Walk`]).
-    plain: Option<&'static str>,
-    /// `hnsw.ef_search` or `ivfflat.probes`, with an index.
-    width: Option<String>,
-}
-
-/// The settings statements of each kind of search, `$1` the index's search width.
-const CUSTOM_ONLY: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
-const HNSW_ITERATIVE: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('hnsw.ef_search', $1, true), \
-     set_config('hnsw.iterative_scan', 'strict_order', true)";
-const HNSW_PLAIN: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('hnsw.ef_search', $1, true), \
-     set_config('hnsw.iterative_scan', 'off', true)";
-const HNSW_OLD: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('hnsw.ef_search', $1, true)";
-const IVFFLAT_ITERATIVE: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('ivfflat.probes', $1, true), \
-     set_config('ivfflat.iterative_scan', 'relaxed_order', true)";
-const IVFFLAT_PLAIN: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('ivfflat.probes', $1, true), \
-     set_config('ivfflat.iterative_scan', 'off', true)";
-const IVFFLAT_OLD: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-     set_config('ivfflat.probes', $1, true)";
-
-impl Settings {
-    fn new(search: &Search<'_>, explain: bool) -> Self {
-        let config = search.store.config;
-        let index = search.plan.is_index();
-        let iterative = search.store.iterative_scan;
-        let ivfflat = config.ann_index == AnnIndex::IvfFlat;
-        let plain =
-            (index && iterative && search.plain_first && !explain).then_some(match ivfflat {
-                true => IVFFLAT_PLAIN,
-                false => HNSW_PLAIN,
-            });
-        let sql = match (index, ivfflat, iterative) {
-            (false, _, _) => CUSTOM_ONLY,
-            (true, false, true) => HNSW_ITERATIVE,
-            (true, false, false) => HNSW_OLD,
-            (true, true, true) => IVFFLAT_ITERATIVE,
-            (true, true, false) => IVFFLAT_OLD,
-        };
-        let pool = cortex_core::candidate_pool(search.request.top_k);
-        let width = index.then(|| match ivfflat {
-            true => ivfflat::probes(config.ivfflat, search.store.ivf_lists).to_string(),
-            false => match config.ef_search {
-                Some(ef) => ef.clamp(1, 1000),
-                None => dense_plan::ef_search(dense_plan::hnsw_candidates(pool)),
-            }
-            .to_string(),
-        });
-        Self { sql, plain, width }
-    }
-
-    fn params(&self) -> Vec<Param<'_>> {
-        match &self.width {
-            Some(width) => vec![width as Param<'_>],
-            None => Vec::new(),
-        }
-    }
 }
 
 impl Search<'_> {
@@ -242,7 +160,7 @@ impl Search<'_> {
     /// PL/pgSQL almost another (docs/BENCHMARKS.md); the core computes those from the
     /// dense statement's first two embeddings.
     async fn execute(&self, explain: bool) -> Result<Found, StoreError> {
-        let settings = Settings::new(self, explain);
+        let settings = settings(self, explain);
         let client = self.store.pool.get().await?;
         let transaction = Transaction {
             client: &client,
@@ -573,7 +491,7 @@ impl Transaction<'_> {
         let dense_side = async {
             let row = client.query_one(&exported, &[]).await.map_err(pg_err)?;
             let snapshot: String = get(&row, "pg_export_snapshot")?;
-            Ok(on_second.dense(&snapshot, dense, unit, top_k).await)
+            Ok::<_, StoreError>(on_second.dense(&snapshot, dense, unit, top_k).await)
         };
         let (begin, dense_ranked, lexical_found) = futures_util::join!(
             client.batch_execute(READ_SNAPSHOT),
@@ -633,155 +551,31 @@ impl OnSecond<'_> {
     }
 }
 
-/// How the dense statement runs inside its transaction (on either connection): after its
-/// settings, in the same round trip; in HNSW mode for a user whose walks may skip it
-/// (`Search::plain_first`), first without pgvector's iterative scan.
-///
-/// With the iterative scan on, pgvector 0.8 keeps every node a walk passes over
-/// (allocated, in a heap) in case the scan must go on past `ef_search`; without it, a
-/// search of a million memories took 5-7% less at the median, the dense side alone
-/// 5% (docs/BENCHMARKS.md). When that walk
-/// returns every candidate the statement asks for (`LIMIT`), its rows are the iterative
-/// scan's: the iterative scan's first batch is the same walk, in the same order, and the
-/// LIMIT ends the scan within it. When it comes back short (the user's memories are too
-/// few among the walk's `ef_search` nearest of every user's), the statement runs again
-/// with the iterative scan, in the same transaction and snapshot.
-struct Walk<'a> {
-    client: &'a Object,
-    settings: &'a Settings,
-    with_scan: Statement,
-    plain: Option<Statement>,
-}
-
-impl<'a> Walk<'a> {
-    async fn prepare(client: &'a Object, settings: &'a Settings) -> Result<Self, StoreError> {
-        let with_scan = client.prepare_cached(settings.sql).await.map_err(pg_err)?;
-        let plain = match settings.plain {
-            Some(sql) => Some(client.prepare_cached(sql).await.map_err(pg_err)?),
-            None => None,
-        };
-        Ok(Self {
-            client,
-            settings,
-            with_scan,
-            plain,
-        })
-    }
-
-    /// `begin` (when given), the settings, `statement` and COMMIT, in one round trip; when
-    /// the statement may run twice, COMMIT goes out after it returns. COMMIT of a failed
-    /// transaction rolls it back, so the connection is clean either way; the first error
-    /// is the one reported. Returns the rows and whether the statement ran twice.
-    async fn committed(
-        &self,
-        begin: Option<&str>,
-        statement: &Statement,
-        params: &[Param<'_>],
-        top_k: usize,
-    ) -> Result<(Vec<Row>, bool), StoreError> {
-        let client = self.client;
-        let begin = async {
-            match begin {
-                Some(sql) => client.batch_execute(sql).await,
-                None => Ok(()),
-            }
-        };
-        let found = self.run(statement, params, top_k);
-        let (begin, found, commit) = match self.plain.is_some() {
-            false => futures_util::join!(begin, found, client.batch_execute("COMMIT")),
-            true => {
-                let (begin, found) = futures_util::join!(begin, found);
-                (begin, found, client.batch_execute("COMMIT").await)
-            }
-        };
-        begin.map_err(pg_err)?;
-        let found = found?;
-        commit.map_err(pg_err)?;
-        Ok(found)
-    }
-
-    /// The settings and `statement`, sent together; again with the iterative scan when
-    /// the first walk came back short. Returns the rows and whether it ran twice.
-    async fn run(
-        &self,
-        statement: &Statement,
-        params: &[Param<'_>],
-        top_k: usize,
-    ) -> Result<(Vec<Row>, bool), StoreError> {
-        if let Some(plain) = &self.plain {
-            let rows = self.once(plain, statement, params).await?;
-            let short = match rows.first() {
-                Some(row) => Walked::of(row)?.short(top_k),
-                // Not a row: neither side found anything, which a walk that came back
-                // full cannot leave.
-                None => true,
-            };
-            if !short {
-                return Ok((rows, false));
-            }
-            return Ok((self.once(&self.with_scan, statement, params).await?, true));
+/// The dense statement's settings for `search` (see [`Settings`]).
+fn settings(search: &Search<'_>, explain: bool) -> Settings {
+    let config = search.store.config;
+    let index = search.plan.is_index();
+    let iterative = search.store.iterative_scan;
+    let ivfflat = config.ann_index == AnnIndex::IvfFlat;
+    let plain = (index && iterative && search.plain_first && !explain).then_some(match ivfflat {
+        true => IVFFLAT_PLAIN,
+        false => HNSW_PLAIN,
+    });
+    let sql = match (index, ivfflat, iterative) {
+        (false, _, _) => CUSTOM_ONLY,
+        (true, false, true) => HNSW_ITERATIVE,
+        (true, false, false) => HNSW_OLD,
+        (true, true, true) => IVFFLAT_ITERATIVE,
+        (true, true, false) => IVFFLAT_OLD,
+    };
+    let pool = cortex_core::candidate_pool(search.request.top_k);
+    let width = index.then(|| match ivfflat {
+        true => ivfflat::probes(config.ivfflat, search.store.ivf_lists).to_string(),
+        false => match config.ef_search {
+            Some(ef) => ef.clamp(1, 1000),
+            None => dense_plan::ef_search(dense_plan::hnsw_candidates(pool)),
         }
-        Ok((self.once(&self.with_scan, statement, params).await?, false))
-    }
-
-    /// `set`, then `statement`, sent together.
-    async fn once(
-        &self,
-        set: &Statement,
-        statement: &Statement,
-        params: &[Param<'_>],
-    ) -> Result<Vec<Row>, StoreError> {
-        let settings_params = self.settings.params();
-        let (set, found) = futures_util::join!(
-            self.client.query(set, &settings_params),
-            self.client.query(statement, params),
-        );
-        set.map_err(pg_err)?;
-        found.map_err(pg_err)
-    }
-}
-
-/// EXPLAIN ANALYZE of `built` (prepared as `statement`) as the search runs it, with its
-/// generic plan: EXPLAIN of a statement with bound values would plan it for them, so it is
-/// prepared by name with the types the server inferred and executed with the values as
-/// literals.
-async fn explain_generic(
-    client: &Object,
-    statement: &Statement,
-    built: &sql::Built,
-) -> Result<Vec<Row>, StoreError> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = format!("cortex_explain_{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    let types: Vec<&str> = statement.params().iter().map(|t| t.name()).collect();
-    let values: Vec<String> = built
-        .1
-        .0
-        .iter()
-        .map(|v| sea_query::QueryBuilder::value_to_string(&sea_query::PostgresQueryBuilder, &v.0))
-        .collect();
-    client
-        .batch_execute(&format!(
-            "PREPARE {name} ({}) AS {}",
-            types.join(", "),
-            built.0
-        ))
-        .await
-        .map_err(pg_err)?;
-    let plans = client
-        .query(
-            &format!(
-                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE {name} ({})",
-                values.join(", ")
-            ),
-            &[],
-        )
-        .await
-        .map_err(pg_err)?;
-    // (After a failure the transaction is aborted and the caller rolls it back; the
-    // name, never reused, stays prepared on that connection.)
-    client
-        .batch_execute(&format!("DEALLOCATE {name}"))
-        .await
-        .map_err(pg_err)?;
-    Ok(plans)
+        .to_string(),
+    });
+    Settings { sql, plain, width }
 }
