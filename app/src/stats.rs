@@ -80,7 +80,13 @@ mod tests {
         let engine = CortexMemory::new(store.clone(), Arc::new(FakeProvider::new(8)));
         let tags = ["home".to_owned()];
         engine
-            .memorize("u", "Ada keeps bees", MemoryKind::Fact, &tags)
+            .memorize(
+                "u",
+                "Ada keeps bees",
+                MemoryKind::Fact,
+                &tags,
+                &Default::default(),
+            )
             .await
             .unwrap();
         let soon = MemorizeOptions {
@@ -88,11 +94,17 @@ mod tests {
             ..MemorizeOptions::default()
         };
         engine
-            .memorize_with("u", "The office is closed", MemoryKind::Note, &[], &soon)
+            .memorize("u", "The office is closed", MemoryKind::Note, &[], &soon)
             .await
             .unwrap();
         let old = engine
-            .memorize("u", "Ada drinks tea", MemoryKind::Preference, &[])
+            .memorize(
+                "u",
+                "Ada drinks tea",
+                MemoryKind::Preference,
+                &[],
+                &Default::default(),
+            )
             .await
             .unwrap()
             .memory;
@@ -101,7 +113,7 @@ mod tests {
             ..MemorizeOptions::default()
         };
         engine
-            .memorize_with("u", "Ada drinks coffee", MemoryKind::Preference, &[], &fix)
+            .memorize("u", "Ada drinks coffee", MemoryKind::Preference, &[], &fix)
             .await
             .unwrap();
 

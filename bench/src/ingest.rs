@@ -241,7 +241,7 @@ pub async fn ingest(
     let mut ids = Vec::with_capacity(corpus.units.len());
     for unit in &corpus.units {
         let stored = engine
-            .memorize(user, &unit.content, unit.kind, &[])
+            .memorize(user, &unit.content, unit.kind, &[], &Default::default())
             .await
             .map_err(|e| BenchError::engine(question_id, e))?;
         ids.push(stored.memory.id);

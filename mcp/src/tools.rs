@@ -115,7 +115,7 @@ impl CortexServer {
         };
         let memorized = engine
             .memory
-            .memorize_with(&user, &args.content, kind, &tags, &options)
+            .memorize(&user, &args.content, kind, &tags, &options)
             .await
             .map_err(|e| fail(tool, e))?;
         tracing::debug!(id = %memorized.memory.id, status = memorized.status.as_str(), "memorized");

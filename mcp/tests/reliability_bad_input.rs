@@ -634,7 +634,13 @@ fn seed(db: &Path) -> Vec<String> {
             ("Always answer in British English", MemoryKind::Instruction),
         ] {
             let m = memory
-                .memorize(USER, content, kind, &["seed".to_owned()])
+                .memorize(
+                    USER,
+                    content,
+                    kind,
+                    &["seed".to_owned()],
+                    &Default::default(),
+                )
                 .await
                 .unwrap();
             ids.push(m.memory.id);

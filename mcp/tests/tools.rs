@@ -420,6 +420,7 @@ async fn ambiguous_prefixes_and_limit_clamping() {
                 &format!("seeded memory number {n}"),
                 MemoryKind::Note,
                 &[],
+                &Default::default(),
             )
             .await
             .unwrap();

@@ -121,7 +121,32 @@ pub fn measure(model: &Path, quick: bool) -> Result<Value, BoxError> {
         flops / texts_n as f64 / (per_call_ms / 1e3) / 1e9
     );
 
-    // The model's shapes at one text and at a batch of 64, and a large square product.
+    let (matmuls, ceiling) = matmul_table(shape, mean_len, quick)?;
+    let batches = batch_table(
+        &provider,
+        &texts,
+        batch_sizes,
+        repeats,
+        tokens,
+        flops,
+        ceiling,
+    )?;
+    Ok(json!({
+        "threads": threads,
+        "texts": texts_n,
+        "tokens": tokens,
+        "flops_per_text": flops / texts_n as f64,
+        "one_text_p50_ms": per_call_ms,
+        "one_text_p95_ms": one.p95(),
+        "matmul": matmuls,
+        "batches": batches,
+    }))
+}
+
+/// candle's matrix product at the model's shapes (one text of `mean_len` tokens, and a
+/// batch of 64) and at a large square one, printed: the rows and the best GFLOP/s, the
+/// ceiling the embedder is measured against.
+fn matmul_table(shape: Shape, mean_len: f64, quick: bool) -> Result<(Vec<Value>, f64), BoxError> {
     let rows_one = mean_len.round() as usize;
     let ceilings = [
         (
@@ -150,7 +175,22 @@ pub fn measure(model: &Path, quick: bool) -> Result<Value, BoxError> {
         .iter()
         .filter_map(|m| m["gflops"].as_f64())
         .fold(0.0, f64::max);
+    Ok((matmuls, ceiling))
+}
 
+/// The texts embedded at each batch size (one warm-up, then the median of `repeats`), in
+/// tokens and GFLOP/s (`tokens` and `flops` are the texts' total) against `ceiling`,
+/// printed: the rows.
+fn batch_table(
+    provider: &LocalProvider,
+    texts: &[String],
+    batch_sizes: &[usize],
+    repeats: usize,
+    tokens: usize,
+    flops: f64,
+    ceiling: f64,
+) -> Result<Vec<Value>, BoxError> {
+    let texts_n = texts.len();
     println!(
         "\n| batch size | ms for {texts_n} texts | tokens/s | GFLOP/s | of the best matmul |\n|---:|---:|---:|---:|---:|"
     );
@@ -158,10 +198,10 @@ pub fn measure(model: &Path, quick: bool) -> Result<Value, BoxError> {
     for &size in batch_sizes {
         let batched = provider.clone().with_batch_size(size);
         let mut samples = Samples::default();
-        batched.embed_blocking(&texts)?;
+        batched.embed_blocking(texts)?;
         for _ in 0..repeats {
             let started = Instant::now();
-            batched.embed_blocking(&texts)?;
+            batched.embed_blocking(texts)?;
             samples.push(started.elapsed());
         }
         let seconds = samples.p50() / 1e3;
@@ -179,16 +219,7 @@ pub fn measure(model: &Path, quick: bool) -> Result<Value, BoxError> {
             "gflops": gflops,
         }));
     }
-    Ok(json!({
-        "threads": threads,
-        "texts": texts_n,
-        "tokens": tokens,
-        "flops_per_text": flops / texts_n as f64,
-        "one_text_p50_ms": per_call_ms,
-        "one_text_p95_ms": one.p95(),
-        "matmul": matmuls,
-        "batches": batches,
-    }))
+    Ok(batches)
 }
 
 #[cfg(test)]

@@ -19,8 +19,7 @@
 //! against its filter (`MemoryFilter::matches`); one that fails, an exact result shorter
 //! than the memories that pass allow, or a search that errs makes the run fail.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use cortex_core::{
@@ -32,9 +31,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::BoxError;
-use crate::postgres::{
-    self, Corpus, DIM, Rng, TOP_K, USER, WRITERS, config, load, overlap, requests, secs,
-};
+use crate::postgres::corpus::{self, Corpus, Rng, requests};
+use crate::postgres::runs::overlap;
+use crate::postgres::schema::{config, drop_schema, filled};
+use crate::postgres::table::rate;
+use crate::postgres::{DIM, TOP_K, USER, WRITERS, secs};
 use crate::stats::Samples;
 
 /// 2025-01-01T00:00:00Z: the year the memories' `created_at` spread over.
@@ -138,7 +139,7 @@ fn cases() -> Result<Vec<Case>, BoxError> {
 /// The labelled corpus of `n` memories and its labels: the same for a given `n` on every
 /// run and machine, so a kept schema matches what a later run generates.
 fn labelled(n: usize, rng: &mut Rng) -> (Corpus, Vec<Label>) {
-    let corpus = postgres::corpus(n, rng);
+    let corpus = corpus::generate(n, rng);
     let labels = (0..n).map(|i| label(i, n)).collect();
     (corpus, labels)
 }
@@ -367,7 +368,6 @@ async fn pushdown(
     opts: &FilterOptions,
     cases: &[Case],
 ) -> Result<(Value, u64), BoxError> {
-    let (queries, keep) = (opts.pg_queries, opts.keep);
     let schema = match opts.ann_index {
         AnnIndex::Hnsw => format!("cortex_bench_filters_{n}"),
         AnnIndex::IvfFlat => format!("cortex_bench_filters_ivfflat_{n}"),
@@ -378,34 +378,24 @@ async fn pushdown(
     };
     let mut rng = Rng(n as u64);
     let (corpus, labels) = labelled(n, &mut rng);
-    let requests = requests(&corpus, &mut rng, queries).0;
+    let requests = requests(&corpus, &mut rng, opts.pg_queries).0;
     let pass = passing(cases, &labels);
 
-    let exact = PostgresStore::connect(config(url, &schema, DenseMode::Exact)).await?;
-    let reuse = keep && exact.count(USER).await? == n as u64;
-    let mut rates = None;
-    let exact = if reuse {
-        eprintln!("reusing the {n} memories in schema {schema}");
-        exact
-    } else {
-        drop_schema(&exact, &schema).await?;
-        let exact = Arc::new(PostgresStore::connect(config(url, &schema, DenseMode::Exact)).await?);
-        eprintln!("loading {n} labelled memories into Postgres ({WRITERS} writers)...");
-        let new = |i: usize| {
+    let (exact, rates) = filled(
+        || config(url, &schema, DenseMode::Exact),
+        &schema,
+        n,
+        opts.keep,
+        &corpus,
+        &format!("loading {n} labelled memories into Postgres ({WRITERS} writers)..."),
+        |i: usize| {
             let l = &labels[i];
             NewMemory::new(USER, &corpus.texts[i], l.kind, &l.tags, 1 << 16)?.dated(l.created_at)
-        };
-        rates = Some(load(exact.clone(), &corpus, new).await?);
-        exact
-            .pool()
-            .get()
-            .await?
-            .batch_execute(&format!(
-                "VACUUM ANALYZE {schema}.memories, {schema}.postings, {schema}.terms"
-            ))
-            .await?;
-        PostgresStore::connect(config(url, &schema, DenseMode::Exact)).await?
-    };
+        },
+    )
+    .await?;
+    // Only a schema reused as it was has no memorize rates.
+    let reuse = rates.is_none();
     eprintln!("building the {} index...", opts.ann_index.as_str());
     let start = Instant::now();
     let hnsw = PostgresStore::connect(indexed(DenseMode::Hnsw)).await?;
@@ -418,123 +408,17 @@ async fn pushdown(
     // The in-process path over the store's own rows: what exact search must equal.
     let built = exact.build_index(USER, DIM).await?.index;
     let stores = [&exact, &hnsw, &no_fallback];
+    let searched = Searched::run(stores, &built, &requests, cases, &pass).await?;
 
-    let request = |r: &SearchRequest, c: &Case| SearchRequest {
-        filter: c.filter.clone(),
-        ..r.clone()
+    let loaded = Loaded {
+        schema: &schema,
+        reuse,
+        rates,
+        build,
     };
-    for r in requests.iter().take(3) {
-        for c in cases {
-            for store in stores {
-                // Errors show in the measured searches below.
-                let _ = store.search(USER, &request(r, c)).await;
-            }
-        }
-    }
-    eprintln!("filtered searches...");
-    let mut cells = vec![vec![Checked::default(); cases.len()]; stores.len()];
-    let mut parity = vec![0usize; cases.len()];
-    for (q, r) in requests.iter().enumerate() {
-        for k in 0..cases.len() {
-            let c = (q + k) % cases.len();
-            let req = request(r, &cases[c]);
-            for j in 0..stores.len() {
-                let s = (q + j) % stores.len();
-                let store = stores[s];
-                let before = store.diagnostics().filtered_exact_searches();
-                let start = Instant::now();
-                let answer = store.search(USER, &req).await;
-                let took = start.elapsed();
-                let cell = &mut cells[s][c];
-                cell.planned_exact += store.diagnostics().filtered_exact_searches() - before;
-                match answer {
-                    Ok(hits) => cell.record(took, &hits, &req.filter, pass[c]),
-                    Err(e) => cell.error(e),
-                }
-            }
-            let local: Vec<Uuid> =
-                hybrid_retrieve_filtered(&built, &r.embedding, &r.terms, TOP_K, &req.filter)?
-                    .iter()
-                    .map(|h| h.memory.id)
-                    .collect();
-            if cells[0][c].results.last() == Some(&local) {
-                parity[c] += 1;
-            }
-        }
-    }
-
-    let rate = |f: fn((f64, f64)) -> f64| {
-        rates
-            .map(f)
-            .filter(|r| r.is_finite())
-            .map_or("-".into(), |r| format!("{r:.0}"))
-    };
-    println!(
-        "\nfiltered search, Postgres pushdown: {n} memories in {schema} ({}; memorize {} /s one \
-         client, {} /s {WRITERS} clients), {} build {:.1} s, {} hybrid queries of top \
-         {TOP_K}; per query every filter on every store, in orders rotated per query",
-        if reuse { "reused" } else { "loaded" },
-        rate(|r| r.0),
-        rate(|r| r.1),
-        opts.ann_index.as_str(),
-        secs(build),
-        requests.len()
-    );
-    println!(
-        "\n| memories | mode | filter | selects | p50 (ms) | p95 (ms) | p50 / unfiltered p50 | results/search | planned exact | overlap@10 with exact | failing the filter |"
-    );
-    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|");
-    let mut failures = 0u64;
-    let mut modes = serde_json::Map::new();
-    for (s, mode) in mode_names(opts.ann_index).iter().enumerate() {
-        let unfiltered = &cells[s][0];
-        let mut rows = Vec::new();
-        for (c, case) in cases.iter().enumerate() {
-            let cell = &cells[s][c];
-            let agreement = match s {
-                0 => format!(
-                    "{:.3} (= in-process on its rows: {}/{})",
-                    overlap(&cells[0][c].results, &cell.results),
-                    parity[c],
-                    requests.len()
-                ),
-                _ => format!("{:.3}", overlap(&cells[0][c].results, &cell.results)),
-            };
-            let errors = match &cell.first_error {
-                Some(e) => format!(" ({} errors: {e})", cell.errors),
-                None => String::new(),
-            };
-            let exact_count = match s {
-                0 => String::new(),
-                _ => format!(" (exact {:.1})", cells[0][c].per_search()),
-            };
-            println!(
-                "| {n} | {mode} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.1}{exact_count} | {} | {agreement} | {}{errors} |",
-                case.name,
-                percent(pass[c], n),
-                cell.latencies.p50(),
-                cell.latencies.p95(),
-                cell.latencies.p50() / unfiltered.latencies.p50(),
-                cell.per_search(),
-                cell.planned_exact,
-                cell.failing,
-            );
-            // Short results fail exact search only: HNSW's losses are measured, not failed.
-            failures += (cell.failing + cell.errors) as u64;
-            if s == 0 {
-                // The exact pushdown must equal the in-process path on every search.
-                failures += cell.short as u64 + (requests.len() - parity[c]) as u64;
-            }
-            let mut row = cell.json(case, pass[c], n, unfiltered);
-            row["overlap_with_exact"] = json!(overlap(&cells[0][c].results, &cell.results));
-            if s == 0 {
-                row["equal_to_in_process"] = json!(parity[c]);
-            }
-            rows.push(row);
-        }
-        modes.insert(mode.clone(), Value::Array(rows));
-    }
-    if !keep {
+    loaded.print(n, opts.ann_index, requests.len());
+    let (modes, failures) = searched.rows(n, opts.ann_index, cases, &pass, requests.len());
+    if !opts.keep {
         drop_schema(&hnsw, &schema).await?;
     }
     Ok((
@@ -550,12 +434,163 @@ async fn pushdown(
     ))
 }
 
-async fn drop_schema(store: &PostgresStore, schema: &str) -> Result<(), BoxError> {
-    store
-        .pool()
-        .get()
-        .await?
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await?;
-    Ok(())
+/// How the pushdown's schema came to hold its memories, and its index's build.
+struct Loaded<'a> {
+    schema: &'a str,
+    reuse: bool,
+    /// Memorize rates, one client then many (`None`: reused).
+    rates: Option<(f64, f64)>,
+    build: Duration,
+}
+
+impl Loaded<'_> {
+    /// The pushdown table's heading: the schema, its load and build, `queries` queries.
+    fn print(&self, n: usize, ann_index: AnnIndex, queries: usize) {
+        let schema = self.schema;
+        println!(
+            "\nfiltered search, Postgres pushdown: {n} memories in {schema} ({}; memorize {} /s one \
+             client, {} /s {WRITERS} clients), {} build {:.1} s, {} hybrid queries of top \
+             {TOP_K}; per query every filter on every store, in orders rotated per query",
+            if self.reuse { "reused" } else { "loaded" },
+            rate(self.rates, |r| r.0),
+            rate(self.rates, |r| r.1),
+            ann_index.as_str(),
+            secs(self.build),
+            queries
+        );
+        println!(
+            "\n| memories | mode | filter | selects | p50 (ms) | p95 (ms) | p50 / unfiltered p50 | results/search | planned exact | overlap@10 with exact | failing the filter |"
+        );
+        println!("|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|");
+    }
+}
+
+/// The pushdown's searches: every filter on every store, per query.
+struct Searched {
+    /// By store (exact, the index, the index without its fallback), then by case.
+    cells: Vec<Vec<Checked>>,
+    /// Per case, the exact searches equal to the in-process path on the same rows.
+    parity: Vec<usize>,
+}
+
+impl Searched {
+    /// Runs every request under every case on every store (in orders rotated per query,
+    /// so that all see the same machine), checking each answer, and the in-process path
+    /// over `built` beside the exact store.
+    async fn run(
+        stores: [&PostgresStore; 3],
+        built: &MemoryIndex,
+        requests: &[SearchRequest],
+        cases: &[Case],
+        pass: &[usize],
+    ) -> Result<Searched, BoxError> {
+        let request = |r: &SearchRequest, c: &Case| SearchRequest {
+            filter: c.filter.clone(),
+            ..r.clone()
+        };
+        for r in requests.iter().take(3) {
+            for c in cases {
+                for store in stores {
+                    // Errors show in the measured searches below.
+                    let _ = store.search(USER, &request(r, c)).await;
+                }
+            }
+        }
+        eprintln!("filtered searches...");
+        let mut cells = vec![vec![Checked::default(); cases.len()]; stores.len()];
+        let mut parity = vec![0usize; cases.len()];
+        for (q, r) in requests.iter().enumerate() {
+            for k in 0..cases.len() {
+                let c = (q + k) % cases.len();
+                let req = request(r, &cases[c]);
+                for j in 0..stores.len() {
+                    let s = (q + j) % stores.len();
+                    let store = stores[s];
+                    let before = store.diagnostics().filtered_exact_searches();
+                    let start = Instant::now();
+                    let answer = store.search(USER, &req).await;
+                    let took = start.elapsed();
+                    let cell = &mut cells[s][c];
+                    cell.planned_exact += store.diagnostics().filtered_exact_searches() - before;
+                    match answer {
+                        Ok(hits) => cell.record(took, &hits, &req.filter, pass[c]),
+                        Err(e) => cell.error(e),
+                    }
+                }
+                let local: Vec<Uuid> =
+                    hybrid_retrieve_filtered(built, &r.embedding, &r.terms, TOP_K, &req.filter)?
+                        .iter()
+                        .map(|h| h.memory.id)
+                        .collect();
+                if cells[0][c].results.last() == Some(&local) {
+                    parity[c] += 1;
+                }
+            }
+        }
+        Ok(Searched { cells, parity })
+    }
+
+    /// Prints the table's rows, mode by mode, for `queries` queries; returns them by mode,
+    /// and how many checks failed.
+    fn rows(
+        &self,
+        n: usize,
+        ann_index: AnnIndex,
+        cases: &[Case],
+        pass: &[usize],
+        queries: usize,
+    ) -> (serde_json::Map<String, Value>, u64) {
+        let (cells, parity) = (&self.cells, &self.parity);
+        let mut failures = 0u64;
+        let mut modes = serde_json::Map::new();
+        for (s, mode) in mode_names(ann_index).iter().enumerate() {
+            let unfiltered = &cells[s][0];
+            let mut rows = Vec::new();
+            for (c, case) in cases.iter().enumerate() {
+                let cell = &cells[s][c];
+                let agreement = match s {
+                    0 => format!(
+                        "{:.3} (= in-process on its rows: {}/{})",
+                        overlap(&cells[0][c].results, &cell.results),
+                        parity[c],
+                        queries
+                    ),
+                    _ => format!("{:.3}", overlap(&cells[0][c].results, &cell.results)),
+                };
+                let errors = match &cell.first_error {
+                    Some(e) => format!(" ({} errors: {e})", cell.errors),
+                    None => String::new(),
+                };
+                let exact_count = match s {
+                    0 => String::new(),
+                    _ => format!(" (exact {:.1})", cells[0][c].per_search()),
+                };
+                println!(
+                    "| {n} | {mode} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.1}{exact_count} | {} | {agreement} | {}{errors} |",
+                    case.name,
+                    percent(pass[c], n),
+                    cell.latencies.p50(),
+                    cell.latencies.p95(),
+                    cell.latencies.p50() / unfiltered.latencies.p50(),
+                    cell.per_search(),
+                    cell.planned_exact,
+                    cell.failing,
+                );
+                // Short results fail exact search only: HNSW's losses are measured, not failed.
+                failures += (cell.failing + cell.errors) as u64;
+                if s == 0 {
+                    // The exact pushdown must equal the in-process path on every search.
+                    failures += cell.short as u64 + (queries - parity[c]) as u64;
+                }
+                let mut row = cell.json(case, pass[c], n, unfiltered);
+                row["overlap_with_exact"] = json!(overlap(&cells[0][c].results, &cell.results));
+                if s == 0 {
+                    row["equal_to_in_process"] = json!(parity[c]);
+                }
+                rows.push(row);
+            }
+            modes.insert(mode.clone(), Value::Array(rows));
+        }
+        (modes, failures)
+    }
 }

@@ -102,7 +102,9 @@ pub async fn measure(
     for _ in 0..count {
         let text = sentence(&mut rng);
         let t = Instant::now();
-        engine.memorize(USER, &text, MemoryKind::Note, &[]).await?;
+        engine
+            .memorize(USER, &text, MemoryKind::Note, &[], &Default::default())
+            .await?;
         memorize.push(t.elapsed());
     }
     let ingest_seconds = started.elapsed().as_secs_f64();

@@ -29,35 +29,25 @@
 //! `cortex_bench_filters_<N>`; it exits non-zero when any result fails its filter.
 
 mod cache;
+mod cold_open;
 mod corpus;
 mod embedder;
 mod filtered;
 mod load;
 mod local;
 mod mcp_client;
+mod memorize;
 mod peer;
 mod postgres;
 mod served;
+mod sqlite_path;
 mod stats;
 mod ties;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cortex_core::tokenizer::query_terms;
-use cortex_core::{
-    CortexMemory, EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
-    PARALLEL_LISTS_FROM, hybrid_retrieve,
-};
 use cortex_postgres::{AnnIndex, HnswBuild};
-use cortex_providers::FakeProvider;
-use cortex_providers::fake::FAKE_MODEL;
-use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use serde_json::{Value, json};
-
-use stats::{Samples, rss_bytes};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -219,165 +209,130 @@ async fn main() -> Result<(), BoxError> {
         return http_modes(&opts).await;
     }
     if let Some(sizes) = &opts.pg_ties {
-        let url = opts
-            .postgres
-            .as_deref()
-            .ok_or("--pg-ties needs --postgres URL")?;
-        let rows = ties::measure(url, sizes, opts.pg_queries.unwrap_or(20)).await?;
-        if let Some(path) = &opts.json {
-            std::fs::write(
-                path,
-                serde_json::to_string_pretty(&json!({ "ties": rows }))?,
-            )?;
-            eprintln!("wrote {path}");
-        }
-        return Ok(());
+        return ties_mode(&opts, sizes).await;
     }
     if opts.filters {
         return filters_mode(&opts).await;
     }
     if opts.embed_sweep {
-        let model = opts
-            .local_model
-            .as_deref()
-            .ok_or("--embed-sweep needs --local-model DIR")?;
-        let report = embedder::measure(model, opts.quick)?;
-        if let Some(path) = &opts.json {
-            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-            eprintln!("wrote {path}");
-        }
-        return Ok(());
+        return embed_sweep_mode(&opts);
     }
-    let (mut sizes, mut dims, queries) = if opts.quick {
-        (vec![1_000, 5_000], vec![384], 20)
-    } else {
-        (vec![1_000, 10_000, 100_000], vec![384, 768], 200)
-    };
-    if let Some(s) = opts.sizes.clone() {
-        sizes = s;
-    }
-    if let Some(d) = opts.dims.clone() {
-        dims = d;
-    }
-    let mut report = Vec::new();
-    println!(
-        "| N | d | floor ms | recall p50 | p95 | ratio to floor | embed | dense | dense / floor | bm25 | fusion | rebuild/recall p50 | speedup | dense-only p50 | sqlite-vec p50 | vs sqlite-vec | bytes/memory | index bytes/memory | resident index bytes/memory | dense / resident dense |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for &d in &dims {
-        for &n in &sizes {
-            let row = measure(n, d, queries).await?;
-            print_row(&row);
-            report.push(row);
-        }
-    }
-    println!(
-        "\n| N | d | cold from rows (no snapshot) | cold, writing the snapshot | cold from the snapshot | rows / snapshot | cold, snapshot 1% behind | stop keeping 1% own writes | cold after that stop | snapshot bytes/memory |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in &report {
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-        println!(
-            "| {} | {} | {:.0} ms | {:.0} ms | {:.1} ms | {:.1}x | {:.0} ms | {:.0} ms | {:.1} ms | {:.0} |",
-            r["n"],
-            r["d"],
-            f("cold_from_rows_ms"),
-            f("cold_writing_snapshot_ms"),
-            f("cold_open_and_first_recall_ms"),
-            f("cold_from_rows_ms") / f("cold_open_and_first_recall_ms"),
-            f("cold_snapshot_behind_1pct_ms"),
-            f("keep_at_stop_ms"),
-            f("cold_after_kept_stop_ms"),
-            f("snapshot_bytes_per_memory"),
-        );
-    }
-    let write = measure_memorize(if opts.quick { 300 } else { 5_000 }).await?;
-    println!(
-        "\nmemorize, WAL + synchronous=FULL (the default), Fake embedder, d=384: {:.0} memories/s ({} in {:.2} s)",
-        write["per_second"].as_f64().unwrap_or(0.0),
-        write["count"],
-        write["seconds"].as_f64().unwrap_or(0.0)
-    );
-    println!(
-        "memorize p50 / p95: FULL {:.2} / {:.2} ms, NORMAL {:.2} / {:.2} ms; NORMAL is {:.2}x as fast",
-        write["full"]["p50_ms"].as_f64().unwrap_or(0.0),
-        write["full"]["p95_ms"].as_f64().unwrap_or(0.0),
-        write["normal"]["p50_ms"].as_f64().unwrap_or(0.0),
-        write["normal"]["p95_ms"].as_f64().unwrap_or(0.0),
-        write["normal_speedup"].as_f64().unwrap_or(0.0)
-    );
+    default_mode(&opts).await
+}
+
+/// Without a mode flag: the SQLite path, memorize, and the local model and the Postgres
+/// pushdown when asked for.
+async fn default_mode(opts: &Options) -> Result<(), BoxError> {
+    let report = sqlite_path::run(opts.quick, opts.sizes.clone(), opts.dims.clone()).await?;
+    let write = memorize::run(if opts.quick { 300 } else { 5_000 }).await?;
     let local = match &opts.local_model {
-        Some(dir) => {
-            let count = opts
-                .local_count
-                .unwrap_or(if opts.quick { 200 } else { 10_000 });
-            let queries = opts
-                .local_queries
-                .unwrap_or(if opts.quick { 20 } else { 200 });
-            let r = local::measure(dir, opts.rerank_model.as_deref(), count, queries).await?;
-            println!(
-                "\nlocal model {} on SQLite, {} memories: memorize p50 {:.1} ms (p95 {:.1}), \
-                 recall p50 {:.1} ms (p95 {:.1}) over {} recalls of limit 10, first recall \
-                 {:.0} ms",
-                r["model"].as_str().unwrap_or("?"),
-                r["memories"],
-                r["memorize_p50_ms"].as_f64().unwrap_or(0.0),
-                r["memorize_p95_ms"].as_f64().unwrap_or(0.0),
-                r["recall_p50_ms"].as_f64().unwrap_or(0.0),
-                r["recall_p95_ms"].as_f64().unwrap_or(0.0),
-                r["queries"],
-                r["first_recall_ms"].as_f64().unwrap_or(0.0),
-            );
-            for row in r["reranked"].as_array().into_iter().flatten() {
-                println!(
-                    "  with the local reranker over {} fused candidates: recall p50 {:.1} ms \
-                     (p95 {:.1}), {:.1}x plain recall",
-                    row["depth"],
-                    row["recall_p50_ms"].as_f64().unwrap_or(0.0),
-                    row["recall_p95_ms"].as_f64().unwrap_or(0.0),
-                    row["p50_ratio_to_plain"].as_f64().unwrap_or(0.0),
-                );
-            }
-            r
-        }
+        Some(dir) => local_model(opts, dir).await?,
         None => Value::Null,
     };
     let pg = match &opts.postgres {
-        Some(url) => {
-            let pg = postgres::PgOptions {
-                url: url.clone(),
-                sizes: opts.pg_sizes.clone().unwrap_or(match opts.quick {
-                    true => vec![2_000],
-                    false => vec![10_000, 100_000],
-                }),
-                queries: opts.pg_queries.unwrap_or(if opts.quick { 20 } else { 100 }),
-                keep: opts.pg_keep,
-                explain: opts.pg_explain,
-                hnsw_build: HnswBuild {
-                    m: opts.pg_hnsw_m.unwrap_or(HnswBuild::default().m),
-                    ef_construction: opts
-                        .pg_hnsw_ef_construction
-                        .unwrap_or(HnswBuild::default().ef_construction),
-                }
-                .check()?,
-                ann_index: opts.pg_index,
-                ivf_lists: opts.pg_ivf_lists,
-                ef_sweep: match opts.pg_index {
-                    AnnIndex::Hnsw => opts.pg_ef.clone(),
-                    AnnIndex::IvfFlat => opts.pg_probes.clone(),
-                },
-                budget_sweep: opts.pg_budgets.clone(),
-                lookup_sweep: opts.pg_lookup_costs.clone(),
-                profile: opts.pg_profile.map(std::time::Duration::from_secs),
-                trace: opts.pg_trace,
-            };
-            postgres::measure(&pg).await?
-        }
+        Some(url) => postgres::measure(&pg_options(opts, url)?).await?,
         None => Value::Null,
     };
     let out = json!({ "sqlite_path": report, "memorize": write, "local": local, "postgres": pg, "quick": opts.quick });
-    if let Some(path) = opts.json {
-        std::fs::write(&path, serde_json::to_string_pretty(&out)?)?;
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&out)?)?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// `--local-model`: memorize and recall with the model in `dir`, printed.
+async fn local_model(opts: &Options, dir: &std::path::Path) -> Result<Value, BoxError> {
+    let count = opts
+        .local_count
+        .unwrap_or(if opts.quick { 200 } else { 10_000 });
+    let queries = opts
+        .local_queries
+        .unwrap_or(if opts.quick { 20 } else { 200 });
+    let r = local::measure(dir, opts.rerank_model.as_deref(), count, queries).await?;
+    println!(
+        "\nlocal model {} on SQLite, {} memories: memorize p50 {:.1} ms (p95 {:.1}), \
+         recall p50 {:.1} ms (p95 {:.1}) over {} recalls of limit 10, first recall \
+         {:.0} ms",
+        r["model"].as_str().unwrap_or("?"),
+        r["memories"],
+        r["memorize_p50_ms"].as_f64().unwrap_or(0.0),
+        r["memorize_p95_ms"].as_f64().unwrap_or(0.0),
+        r["recall_p50_ms"].as_f64().unwrap_or(0.0),
+        r["recall_p95_ms"].as_f64().unwrap_or(0.0),
+        r["queries"],
+        r["first_recall_ms"].as_f64().unwrap_or(0.0),
+    );
+    for row in r["reranked"].as_array().into_iter().flatten() {
+        println!(
+            "  with the local reranker over {} fused candidates: recall p50 {:.1} ms \
+             (p95 {:.1}), {:.1}x plain recall",
+            row["depth"],
+            row["recall_p50_ms"].as_f64().unwrap_or(0.0),
+            row["recall_p95_ms"].as_f64().unwrap_or(0.0),
+            row["p50_ratio_to_plain"].as_f64().unwrap_or(0.0),
+        );
+    }
+    Ok(r)
+}
+
+/// What the Postgres measurement takes from the command line, for the server at `url`.
+fn pg_options(opts: &Options, url: &str) -> Result<postgres::PgOptions, BoxError> {
+    Ok(postgres::PgOptions {
+        url: url.to_owned(),
+        sizes: opts.pg_sizes.clone().unwrap_or(match opts.quick {
+            true => vec![2_000],
+            false => vec![10_000, 100_000],
+        }),
+        queries: opts.pg_queries.unwrap_or(if opts.quick { 20 } else { 100 }),
+        keep: opts.pg_keep,
+        explain: opts.pg_explain,
+        hnsw_build: HnswBuild {
+            m: opts.pg_hnsw_m.unwrap_or(HnswBuild::default().m),
+            ef_construction: opts
+                .pg_hnsw_ef_construction
+                .unwrap_or(HnswBuild::default().ef_construction),
+        }
+        .check()?,
+        ann_index: opts.pg_index,
+        ivf_lists: opts.pg_ivf_lists,
+        ef_sweep: match opts.pg_index {
+            AnnIndex::Hnsw => opts.pg_ef.clone(),
+            AnnIndex::IvfFlat => opts.pg_probes.clone(),
+        },
+        budget_sweep: opts.pg_budgets.clone(),
+        lookup_sweep: opts.pg_lookup_costs.clone(),
+        profile: opts.pg_profile.map(std::time::Duration::from_secs),
+        trace: opts.pg_trace,
+    })
+}
+
+/// `--pg-ties`: mass ties on the Postgres pushdown, at each of `sizes`.
+async fn ties_mode(opts: &Options, sizes: &[usize]) -> Result<(), BoxError> {
+    let url = opts
+        .postgres
+        .as_deref()
+        .ok_or("--pg-ties needs --postgres URL")?;
+    let rows = ties::measure(url, sizes, opts.pg_queries.unwrap_or(20)).await?;
+    if let Some(path) = &opts.json {
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&json!({ "ties": rows }))?,
+        )?;
+        eprintln!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// `--embed-sweep`: the local embedder's throughput against its FLOPs.
+fn embed_sweep_mode(opts: &Options) -> Result<(), BoxError> {
+    let model = opts
+        .local_model
+        .as_deref()
+        .ok_or("--embed-sweep needs --local-model DIR")?;
+    let report = embedder::measure(model, opts.quick)?;
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
         eprintln!("wrote {path}");
     }
     Ok(())
@@ -491,317 +446,4 @@ fn cache_options(
         postgres: opts.postgres.clone(),
         binary: binary.to_owned(),
     })
-}
-
-fn print_row(r: &Value) {
-    let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-    println!(
-        "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.3} | {:.2} | {:.2}x | {:.2} | {:.3} | {:.1} | {:.0}x | {:.2} | {:.2} | {:.1}x | {:.0} | {:.0} | {:.0} | {:.2}x |",
-        r["n"],
-        r["d"],
-        f("floor_ms"),
-        f("recall_p50_ms"),
-        f("recall_p95_ms"),
-        f("recall_p50_ms") / f("floor_ms"),
-        f("embed_p50_ms"),
-        f("dense_p50_ms"),
-        f("dense_p50_ms") / f("floor_ms"),
-        f("bm25_p50_ms"),
-        f("fusion_p50_ms"),
-        f("rebuild_p50_ms"),
-        f("rebuild_p50_ms") / f("recall_p50_ms"),
-        f("dense_only_p50_ms"),
-        f("sqlite_vec_p50_ms"),
-        f("sqlite_vec_p50_ms") / f("dense_only_p50_ms"),
-        f("bytes_per_memory"),
-        f("index_bytes_per_memory"),
-        f("resident_index_bytes_per_memory"),
-        f("dense_p50_ms") / f("resident_dense_p50_ms"),
-    );
-}
-
-/// Opens the file (with or without index snapshots) and answers one recall: the time
-/// taken, and the engine holding the index with its store.
-async fn open_and_recall(
-    path: &std::path::Path,
-    snapshots: bool,
-    fake: &Arc<FakeProvider>,
-    query: &str,
-) -> Result<(f64, (CortexMemory, Arc<dyn MemoryStore>)), BoxError> {
-    let started = Instant::now();
-    let config = SqliteConfig {
-        index_snapshots: snapshots,
-        ..SqliteConfig::new(path)
-    };
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&config)?);
-    let engine = CortexMemory::new(store.clone(), fake.clone());
-    engine.recall(USER, query, 10).await?;
-    Ok((started.elapsed().as_secs_f64() * 1e3, (engine, store)))
-}
-
-/// The bytes of the snapshots beside the file.
-fn snapshot_bytes(path: &std::path::Path) -> Result<u64, BoxError> {
-    let mut dir = path.as_os_str().to_owned();
-    dir.push(".index");
-    let mut total = 0;
-    for entry in std::fs::read_dir(std::path::PathBuf::from(dir))? {
-        total += entry?.metadata()?.len();
-    }
-    Ok(total)
-}
-
-/// The floor: one streaming pass summing `n * d` f32 values (best of several passes).
-fn floor_ms(n: usize, d: usize) -> f64 {
-    let data = vec![1.0f32; n * d];
-    let mut samples = Samples::default();
-    let mut sink = 0.0f32;
-    for _ in 0..7 {
-        sink += samples.time(|| {
-            let mut acc = [0.0f32; 16];
-            for chunk in data.chunks_exact(16) {
-                for i in 0..16 {
-                    acc[i] += chunk[i];
-                }
-            }
-            acc.iter().sum::<f32>()
-        });
-    }
-    std::hint::black_box(sink);
-    samples.min_ms()
-}
-
-async fn measure(n: usize, d: usize, queries: usize) -> Result<Value, BoxError> {
-    eprintln!("N = {n}, d = {d}: generating and loading");
-    let corpus = corpus::generate(n, d, 42);
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("bench.db");
-    let signature = EmbeddingSignature::new(FAKE_MODEL, d);
-    {
-        let store = SqliteStore::open(&path)?;
-        for (i, text) in corpus.texts.iter().enumerate() {
-            let m = NewMemory::new(USER, text, MemoryKind::Note, &[], 1 << 20)?;
-            store.add(&m, corpus.vector(i), &signature).await?;
-        }
-    }
-    let mut rng = SmallRng::seed_from_u64(7);
-    let query_texts: Vec<String> = (0..queries).map(|_| corpus::text(&mut rng)).collect();
-    let fake = Arc::new(FakeProvider::new(d));
-
-    // Cold: open the file and answer the first recall. Without snapshots the index is
-    // built from every row (what every opening cost before them; the RSS growth is
-    // measured here, the process's first index); with them, the first opening builds
-    // it so and writes the snapshot, every later one reads the snapshot.
-    let rss_before = rss_bytes();
-    let (cold_rows_ms, first) = open_and_recall(&path, false, &fake, &query_texts[0]).await?;
-    let rss_after = rss_bytes();
-    drop(first);
-    let (cold_write_ms, first) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
-    drop(first);
-    let snapshot_bytes = snapshot_bytes(&path)?;
-    // One opening is noisy at this scale (tens of ms): the median of three.
-    let mut opens = Samples::default();
-    for _ in 0..2 {
-        let (ms, _) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
-        opens.push(Duration::from_secs_f64(ms / 1e3));
-    }
-    let (ms, (engine, store)) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
-    opens.push(Duration::from_secs_f64(ms / 1e3));
-    let cold_ms = opens.p50();
-
-    // Warm recall through the engine (index cached).
-    let mut recall = Samples::default();
-    for q in &query_texts {
-        let started = Instant::now();
-        let hits = engine.recall(USER, q, 10).await?;
-        recall.push(started.elapsed());
-        std::hint::black_box(hits);
-    }
-
-    // The same work split into its parts, on an index built the same way.
-    let built = store.build_index(USER, d).await?;
-    let index = &built.index;
-    // The same memories with every f32 row in memory, as an index without a vector
-    // source keeps them: what reading the candidates' vectors from the file costs.
-    let mut resident = MemoryIndex::new(d);
-    for row in 0..index.len() {
-        let memory = index.memory(row).clone();
-        let at = usize::try_from(memory.seq - 1)?;
-        resident.insert(memory, corpus.vector(at))?;
-    }
-    let (mut embed, mut dense, mut bm25, mut hybrid) = (
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-    );
-    let mut resident_dense = Samples::default();
-    let mut scored = Vec::with_capacity(query_texts.len());
-    for q in &query_texts {
-        let v = embed.time(|| fake.vector(q));
-        let terms = query_terms(q);
-        scored.push(index.dense_rows_scored(&v, 40));
-        let from_file = dense.time(|| index.dense_search(&v, 40))?;
-        let in_memory = resident_dense.time(|| resident.dense_search(&v, 40))?;
-        if from_file != in_memory {
-            return Err(format!(
-                "{n} x {d}: the index over the file differs from the resident one"
-            )
-            .into());
-        }
-        std::hint::black_box(bm25.time(|| index.lexical_search(&terms, 40)));
-        std::hint::black_box(hybrid.time(|| hybrid_retrieve(index, &v, &terms, 10))?);
-    }
-    // From PARALLEL_LISTS_FROM memories the two lists are ranked side by side.
-    let lists_p50 = if n >= PARALLEL_LISTS_FROM {
-        dense.p50().max(bm25.p50())
-    } else {
-        dense.p50() + bm25.p50()
-    };
-    let fusion_p50 = (hybrid.p50() - lists_p50).max(0.0);
-
-    // The seed's way: rebuild the user's index from the rows on every recall.
-    let rows_store = SqliteStore::open_with(&SqliteConfig {
-        index_snapshots: false,
-        ..SqliteConfig::new(&path)
-    })?;
-    let mut rebuild = Samples::default();
-    for q in query_texts.iter().take(if n >= 100_000 { 5 } else { 20 }) {
-        let v = fake.vector(q);
-        let terms = query_terms(q);
-        let started = Instant::now();
-        let fresh = rows_store.build_index(USER, d).await?;
-        std::hint::black_box(hybrid_retrieve(&fresh.index, &v, &terms, 10)?);
-        rebuild.push(started.elapsed());
-    }
-    drop(rows_store);
-
-    // Dense-only against sqlite-vec, same vectors, same queries, k = 10.
-    let qvecs: Vec<Vec<f32>> = (0..queries.min(50))
-        .map(|i| corpus.vector((i * 7919) % n).to_vec())
-        .collect();
-    let mut dense_only = Samples::default();
-    let mut ours = Vec::new();
-    for q in &qvecs {
-        let hits = dense_only.time(|| index.dense_search(q, 10))?;
-        ours.push(
-            hits.iter()
-                .map(|h| index.memory(h.row).seq - 1)
-                .collect::<Vec<i64>>(),
-        );
-    }
-    let (peer, theirs) = peer::knn_latency(&corpus, &qvecs, 10)?;
-    let agree = ours
-        .iter()
-        .zip(&theirs)
-        .map(|(a, b)| a.iter().filter(|x| b.contains(x)).count())
-        .sum::<usize>() as f64
-        / (10 * qvecs.len()) as f64;
-
-    // A snapshot behind the file by 1% of its memories, written by a process that keeps
-    // none: the opening reads it, applies the rows written since, and writes it again.
-    drop((engine, store));
-    {
-        let writer = SqliteStore::open_with(&SqliteConfig {
-            index_snapshots: false,
-            ..SqliteConfig::new(&path)
-        })?;
-        let mut rng = SmallRng::seed_from_u64(11);
-        for _ in 0..(n / 100).max(1) {
-            let text = corpus::text(&mut rng);
-            let m = NewMemory::new(USER, &text, MemoryKind::Note, &[], 1 << 20)?;
-            writer.add(&m, &fake.vector(&text), &signature).await?;
-        }
-    }
-    let (cold_behind_ms, (engine, _store)) =
-        open_and_recall(&path, true, &fake, &query_texts[0]).await?;
-
-    // A server's own writes, 1% of its memories, kept at its stop (`keep_indexes`, as
-    // cortex-mcp does on its way out): what the stop costs, and the next opening.
-    let mut rng = SmallRng::seed_from_u64(13);
-    for _ in 0..(n / 100).max(1) {
-        let text = corpus::text(&mut rng);
-        engine.memorize(USER, &text, MemoryKind::Note, &[]).await?;
-    }
-    let started = Instant::now();
-    engine.keep_indexes().await;
-    let keep_ms = started.elapsed().as_secs_f64() * 1e3;
-    drop(engine);
-    let (cold_kept_ms, _) = open_and_recall(&path, true, &fake, &query_texts[0]).await?;
-
-    let floor = floor_ms(n, d);
-    Ok(json!({
-        "n": n, "d": d,
-        "floor_ms": floor,
-        "cold_open_and_first_recall_ms": cold_ms,
-        "cold_from_rows_ms": cold_rows_ms,
-        "cold_writing_snapshot_ms": cold_write_ms,
-        "cold_snapshot_behind_1pct_ms": cold_behind_ms,
-        "keep_at_stop_ms": keep_ms,
-        "cold_after_kept_stop_ms": cold_kept_ms,
-        "snapshot_bytes_per_memory": snapshot_bytes as f64 / n as f64,
-        "recall_p50_ms": recall.p50(), "recall_p95_ms": recall.p95(),
-        "embed_p50_ms": embed.p50(), "dense_p50_ms": dense.p50(), "bm25_p50_ms": bm25.p50(),
-        "fusion_p50_ms": fusion_p50, "hybrid_p50_ms": hybrid.p50(),
-        "rebuild_p50_ms": rebuild.p50(), "rebuild_p95_ms": rebuild.p95(),
-        "dense_only_p50_ms": dense_only.p50(), "sqlite_vec_p50_ms": peer.p50(),
-        "top10_agreement_with_sqlite_vec": agree,
-        "index_bytes_per_memory": index.approx_bytes() as f64 / n as f64,
-        "resident_index_bytes_per_memory": resident.approx_bytes() as f64 / n as f64,
-        "resident_dense_p50_ms": resident_dense.p50(),
-        "dense_rows_scored_median": median(&mut scored),
-        "bytes_per_memory": rss_after.saturating_sub(rss_before) as f64 / n as f64,
-    }))
-}
-
-/// Memorize through the engine on SQLite at both commit durabilities, in alternating
-/// rounds so that both see the same machine: FULL (the default, an fsync per commit) and
-/// NORMAL (fsync at checkpoints).
-async fn measure_memorize(count: usize) -> Result<Value, BoxError> {
-    const ROUNDS: usize = 3;
-    let mut rng = SmallRng::seed_from_u64(11);
-    let texts: Vec<String> = (0..count).map(|_| corpus::text(&mut rng)).collect();
-    let per_round = count.div_ceil(ROUNDS);
-    let mut seconds = [0.0f64; 2];
-    let mut latencies = [Samples::default(), Samples::default()];
-    let modes = [Synchronous::Full, Synchronous::Normal];
-    let dir = tempfile::tempdir()?;
-    let engines = modes
-        .iter()
-        .enumerate()
-        .map(|(i, mode)| {
-            let config = SqliteConfig {
-                synchronous: *mode,
-                ..SqliteConfig::new(dir.path().join(format!("w{i}.db")))
-            };
-            let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&config)?);
-            Ok(CortexMemory::new(store, Arc::new(FakeProvider::new(384))))
-        })
-        .collect::<Result<Vec<_>, BoxError>>()?;
-    for chunk in texts.chunks(per_round) {
-        for (i, engine) in engines.iter().enumerate() {
-            let started = Instant::now();
-            for t in chunk {
-                let one = Instant::now();
-                engine.memorize(USER, t, MemoryKind::Note, &[]).await?;
-                latencies[i].push(one.elapsed());
-            }
-            seconds[i] += started.elapsed().as_secs_f64();
-        }
-    }
-    let report = |i: usize| {
-        json!({
-            "count": count, "seconds": seconds[i], "per_second": count as f64 / seconds[i],
-            "p50_ms": latencies[i].p50(), "p95_ms": latencies[i].p95(),
-        })
-    };
-    Ok(json!({
-        "count": count, "seconds": seconds[0], "per_second": count as f64 / seconds[0],
-        "full": report(0), "normal": report(1),
-        "normal_speedup": seconds[0] / seconds[1],
-    }))
-}
-
-fn median(values: &mut [usize]) -> usize {
-    values.sort_unstable();
-    values.get(values.len() / 2).copied().unwrap_or(0)
 }

@@ -24,6 +24,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::BoxError;
+use crate::postgres::schema::{drop_schema, vacuum};
 use crate::stats::Samples;
 
 const DIM: usize = 384;
@@ -95,34 +96,15 @@ async fn measure_one(
         dense_mode: DenseMode::Exact,
         ..PostgresConfig::new(url)
     };
-    let store = PostgresStore::connect(config.clone()).await?;
-    store
-        .pool()
-        .get()
-        .await?
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await?;
+    drop_schema(&PostgresStore::connect(config.clone()).await?, &schema).await?;
     let store = PostgresStore::connect(config).await?;
     eprintln!("loading {n} memories, {kind} vectors...");
     for i in 0..n {
-        // "meeting" in every memory, so the one-word query's BM25 side also ranks
-        // them all; lengths vary so its scores do not all tie too.
-        let extra = (0..1 + i % 7)
-            .map(|j| WORDS[(i * 5 + j * 3) % WORDS.len()])
-            .collect::<Vec<_>>()
-            .join(" ");
-        let text = format!("meeting {extra} {i}");
+        let text = text(i);
         let memory = NewMemory::new(USER, &text, MemoryKind::Note, &[], 1 << 16)?;
         store.add(&memory, &vector(&text), &signature).await?;
     }
-    store
-        .pool()
-        .get()
-        .await?
-        .batch_execute(&format!(
-            "VACUUM ANALYZE {schema}.memories, {schema}.postings, {schema}.terms"
-        ))
-        .await?;
+    vacuum(&store, &schema).await?;
     let query = match vectors {
         Vectors::OwnWords => "lighthouse",
         Vectors::Shared | Vectors::Random => "meeting",
@@ -168,11 +150,16 @@ async fn measure_one(
         "pushdown_p95_ms": pushdown.p95(),
         "in_process_p50_ms": local.p50(),
     });
-    store
-        .pool()
-        .get()
-        .await?
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await?;
+    drop_schema(&store, &schema).await?;
     Ok(row)
+}
+
+/// The `i`-th memory's text: "meeting" in every memory, so the one-word query's BM25 side
+/// also ranks them all; lengths vary so its scores do not all tie too.
+fn text(i: usize) -> String {
+    let extra = (0..1 + i % 7)
+        .map(|j| WORDS[(i * 5 + j * 3) % WORDS.len()])
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("meeting {extra} {i}")
 }

@@ -62,7 +62,7 @@ pub async fn remember_all(
     for text in texts {
         out.push(
             engine
-                .memorize(user, text, MemoryKind::Note, &[])
+                .memorize(user, text, MemoryKind::Note, &[], &Default::default())
                 .await
                 .unwrap_or_else(|e| panic!("memorize {text:?}: {e}"))
                 .memory,

@@ -44,7 +44,16 @@ async fn browse_is_newest_first_by_the_date_it_shows() {
         async move {
             engine
                 .memory
-                .memorize_at("ada", content, MemoryKind::Fact, &[], created.map(date))
+                .memorize(
+                    "ada",
+                    content,
+                    MemoryKind::Fact,
+                    &[],
+                    &cortex_core::MemorizeOptions {
+                        created_at: created.map(date),
+                        ..Default::default()
+                    },
+                )
                 .await
                 .unwrap()
                 .memory

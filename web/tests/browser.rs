@@ -239,7 +239,7 @@ impl Site {
         let tags: Vec<String> = tags.iter().map(|t| (*t).to_owned()).collect();
         self.engine
             .memory
-            .memorize(user, content, kind, &tags)
+            .memorize(user, content, kind, &tags, &Default::default())
             .await
             .unwrap()
             .memory
@@ -257,7 +257,7 @@ impl Site {
         };
         self.engine
             .memory
-            .memorize_with(user, content, MemoryKind::Event, &[], &options)
+            .memorize(user, content, MemoryKind::Event, &[], &options)
             .await
             .unwrap()
             .memory

@@ -170,7 +170,7 @@ async fn remember_markup(engine: &cortex_app::engine::Engine) -> String {
     };
     engine
         .memory
-        .memorize_with("ada", XSS, MemoryKind::Note, &[], &options)
+        .memorize("ada", XSS, MemoryKind::Note, &[], &options)
         .await
         .unwrap()
         .memory
@@ -648,12 +648,19 @@ async fn browse_filters_and_search_shows_ranks() {
             "Billing moved to Stripe",
             MemoryKind::Decision,
             &["billing".into()],
+            &Default::default(),
         )
         .await
         .unwrap();
     engine
         .memory
-        .memorize("ada", "Ada likes hiking", MemoryKind::Preference, &[])
+        .memorize(
+            "ada",
+            "Ada likes hiking",
+            MemoryKind::Preference,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     let app = app(engine, secrets(&[("k", "ada")]), WebConfig::default());

@@ -98,6 +98,7 @@ async fn an_idle_connection_on_a_dead_link_is_replaced_not_handed_out() {
             "the lighthouse keeper feeds the gulls",
             MemoryKind::Fact,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap()

@@ -201,7 +201,13 @@ async fn calls_fail_in_bounded_time_on_a_silent_partition_and_recover() {
         Arc::new(FakeProvider::new(32)),
     ));
     let tea = engine
-        .memorize(USER, "Ada drinks green tea", MemoryKind::Note, &[])
+        .memorize(
+            USER,
+            "Ada drinks green tea",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     let found = engine.recall(USER, "green tea", 5).await.unwrap();
@@ -285,7 +291,13 @@ async fn calls_fail_in_bounded_time_on_a_silent_partition_and_recover() {
     assert_eq!(recalled[0].memory.id, tea.memory.id);
     let (coffee, _) = timed(
         "a memorize after",
-        engine.memorize(USER, "Ada also likes black coffee", MemoryKind::Note, &[]),
+        engine.memorize(
+            USER,
+            "Ada also likes black coffee",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        ),
     )
     .await;
     let coffee = coffee.unwrap();

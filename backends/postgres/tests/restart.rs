@@ -113,9 +113,12 @@ impl Log {
 /// logged, so is every failure. Ok when both succeeded.
 async fn memorize_and_recall(engine: &CortexMemory, log: &Log, n: u64) -> Result<(), String> {
     let text = format!("note {n} written while the server restarts");
-    let written = tokio::time::timeout(BOUND, engine.memorize(USER, &text, MemoryKind::Note, &[]))
-        .await
-        .unwrap_or_else(|_| panic!("memorize {n} hung past {BOUND:?}"));
+    let written = tokio::time::timeout(
+        BOUND,
+        engine.memorize(USER, &text, MemoryKind::Note, &[], &Default::default()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("memorize {n} hung past {BOUND:?}"));
     let recalled = tokio::time::timeout(BOUND, engine.recall(USER, "restarts", 5))
         .await
         .unwrap_or_else(|_| panic!("recall {n} hung past {BOUND:?}"));

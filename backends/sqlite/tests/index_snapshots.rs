@@ -52,7 +52,7 @@ async fn fill(engine: &CortexMemory, from: usize, to: usize) {
             ["garden tomatoes", "a river trip", "the tax form"][i % 3]
         );
         engine
-            .memorize(USER, &text, MemoryKind::Note, &[])
+            .memorize(USER, &text, MemoryKind::Note, &[], &Default::default())
             .await
             .unwrap();
     }
@@ -141,7 +141,7 @@ async fn a_snapshot_behind_the_file_is_caught_up_to_it() {
         ..MemorizeOptions::default()
     };
     other
-        .memorize_with(
+        .memorize(
             USER,
             "garden tomatoes, corrected",
             MemoryKind::Note,
@@ -151,7 +151,7 @@ async fn a_snapshot_behind_the_file_is_caught_up_to_it() {
         .await
         .unwrap();
     let correction = other
-        .memorize_with(
+        .memorize(
             USER,
             "a river trip, corrected",
             MemoryKind::Note,
@@ -211,6 +211,7 @@ async fn a_snapshot_of_other_rows_is_never_read() {
                 &format!("restored timeline {i}"),
                 MemoryKind::Fact,
                 &[],
+                &Default::default(),
             )
             .await
             .unwrap();
@@ -261,12 +262,24 @@ async fn forgetting_a_memory_removes_its_users_snapshots_and_no_one_elses() {
     let e = engine(&path, true);
     fill(&e, 0, 6).await;
     let secret = e
-        .memorize(USER, "the alarm code is 4711", MemoryKind::Fact, &[])
+        .memorize(
+            USER,
+            "the alarm code is 4711",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
-    e.memorize("bob", "bob's garden tomatoes", MemoryKind::Note, &[])
-        .await
-        .unwrap();
+    e.memorize(
+        "bob",
+        "bob's garden tomatoes",
+        MemoryKind::Note,
+        &[],
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     recalls(&e).await;
     e.recall("bob", "garden", 5).await.unwrap();
     let holds_secret = |file: &PathBuf| {
@@ -343,7 +356,13 @@ async fn an_index_behind_the_file_is_not_kept() {
     recalls(&first).await;
     let other = engine(&path, false);
     other
-        .memorize(USER, "a heron on the weir at dawn", MemoryKind::Note, &[])
+        .memorize(
+            USER,
+            "a heron on the weir at dawn",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     drop(other);

@@ -152,7 +152,13 @@ async fn vectors_are_stored_as_little_endian_f32_blobs() {
     let fake = Arc::new(FakeProvider::new(16));
     let engine = CortexMemory::new(store, fake.clone());
     engine
-        .memorize("u", "blob layout check", MemoryKind::Note, &[])
+        .memorize(
+            "u",
+            "blob layout check",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     let conn = Connection::open(&path).unwrap();

@@ -103,7 +103,7 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
     let (engine, user) = Context::engine_for(args.user.user.as_deref()).await?;
     let done = engine
         .memory
-        .memorize_with(&user, &args.content, kind, &args.tags, &options)
+        .memorize(&user, &args.content, kind, &args.tags, &options)
         .await?;
     match args.json {
         true => print_json(&json!({

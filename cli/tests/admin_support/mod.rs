@@ -211,7 +211,16 @@ pub async fn seed(env: &Env) -> Seeded {
         let tags: Vec<String> = tags.into_iter().map(str::to_owned).collect();
         let at = at.map(|t| t.parse().unwrap());
         let done = memory
-            .memorize_at(user, text, kind, &tags, at)
+            .memorize(
+                user,
+                text,
+                kind,
+                &tags,
+                &cortex_core::MemorizeOptions {
+                    created_at: at,
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap();
         ids.push(done.memory.id);

@@ -3,13 +3,21 @@
 //! used users' indexes evicted first, so a server with many users stays within its
 //! memory. An evicted index is rebuilt from the store on its user's next recall.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lru::LruCache;
 use tokio::sync::RwLock;
 
-use crate::store::BuiltIndex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::OwnedRwLockReadGuard;
+
+use crate::error::Result;
+use crate::index::MemoryIndex;
+use crate::store::{BuiltIndex, Generation, MemoryStore};
+
+use super::CortexMemory;
 
 /// One user's cached index, if built.
 pub(crate) type IndexSlot = Arc<RwLock<Option<BuiltIndex>>>;
@@ -154,6 +162,98 @@ impl IndexCache {
             evictions: self.evictions.load(Ordering::Relaxed),
             bytes: held.bytes as u64,
             users: held.lru.len() as u64,
+        }
+    }
+}
+
+impl CortexMemory {
+    /// What the per-user index cache did and holds (for metrics).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.indexes.stats()
+    }
+
+    /// Hands each cached index to the store to keep for the next opening
+    /// ([`MemoryStore::keep_index`]): for a server stopping. The indexes stay cached. A
+    /// store that cannot keep one logs why and the rest are still offered: the only cost
+    /// of a lost one is a slower first recall next time. How many indexes were offered.
+    pub async fn keep_indexes(&self) -> usize {
+        let mut offered = 0;
+        for (user, slot) in self.indexes.slots() {
+            let held = slot.read().await;
+            let Some(built) = held.as_ref() else {
+                continue;
+            };
+            offered += 1;
+            if let Err(e) = self.store.keep_index(&user, built).await {
+                tracing::warn!(error = %e, "an index was not kept for the next opening");
+            }
+        }
+        offered
+    }
+
+    /// The user's cached index, rebuilt from the store only when its generation moved.
+    pub(super) async fn current_index(
+        &self,
+        user: &str,
+        dimension: usize,
+    ) -> Result<OwnedRwLockReadGuard<Option<BuiltIndex>>> {
+        let slot = self.indexes.slot(user);
+        let current = self.store.generation(user).await?;
+        let fresh = |b: &Option<BuiltIndex>| {
+            b.as_ref()
+                .is_some_and(|b| b.generation == current && b.index.dimension() == dimension)
+        };
+        let read = slot.clone().read_owned().await;
+        if fresh(&read) {
+            self.indexes.hit();
+            return Ok(read);
+        }
+        drop(read);
+        let mut write = slot.write_owned().await;
+        if !fresh(&write) {
+            self.indexes.miss();
+            let built = self.store.build_index(user, dimension).await?;
+            self.indexes.resized(user, built.index.approx_bytes());
+            *write = Some(built);
+        } else {
+            self.indexes.hit();
+        }
+        Ok(write.downgrade())
+    }
+
+    /// Applies this process's own write to the cached index when it is the only change
+    /// since the cache was built; otherwise drops the cache so the next recall rebuilds.
+    pub(super) async fn update_cached(
+        &self,
+        user: &str,
+        generation: Generation,
+        apply: impl FnOnce(&mut MemoryIndex) -> bool,
+    ) {
+        // Only a cache that exists is updated; a write must not create one.
+        let Some(slot) = self.indexes.existing(user) else {
+            return;
+        };
+        let mut cached = slot.write().await;
+        let Some(built) = cached.as_mut() else {
+            return;
+        };
+        if built.generation >= generation {
+            return; // a rebuild already saw this write
+        }
+        let before = built.index.len();
+        if built.generation.0 + 1 == generation.0 && apply(&mut built.index) {
+            built.generation = generation;
+            // Proportional to the memories held: exact enough for a bound, and O(1) where
+            // measuring again would walk every memory on every write.
+            let after = built.index.len();
+            let fresh = (before == 0).then(|| built.index.approx_bytes());
+            self.indexes.resized_from(user, |held| match fresh {
+                Some(bytes) => bytes,
+                None => held.saturating_mul(after) / before,
+            });
+        } else {
+            *cached = None;
+            self.indexes.resized(user, 0);
         }
     }
 }

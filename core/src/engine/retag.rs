@@ -1,7 +1,8 @@
 //! `retag`: a change of a memory's kind or tags, recorded as a correction so `history`
 //! shows what changed and when.
 
-use super::{CortexMemory, MemorizeOptions, Memorized, Tags};
+use super::memorize::Tags;
+use super::{CortexMemory, MemorizeOptions, Memorized};
 use crate::error::{CortexError, Result};
 use crate::memory::{MemoryKind, normalize_tags, validate_user};
 

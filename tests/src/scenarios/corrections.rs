@@ -33,7 +33,7 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
         ..MemorizeOptions::default()
     };
     let done = engine
-        .memorize_with(
+        .memorize(
             &u,
             "Ada's manager is Carol Wu",
             MemoryKind::Fact,
@@ -79,7 +79,7 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
         ..MemorizeOptions::default()
     };
     match engine
-        .memorize_with(
+        .memorize(
             &u,
             "Ada's manager is Dan",
             MemoryKind::Fact,
@@ -98,7 +98,7 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
     }
     let unknown = uuid::Uuid::new_v4().to_string();
     match engine
-        .memorize_with(&u, "x", MemoryKind::Fact, &[], &again(&unknown))
+        .memorize(&u, "x", MemoryKind::Fact, &[], &again(&unknown))
         .await
     {
         Err(CortexError::NotFound { .. }) => {}
@@ -106,7 +106,7 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
     }
     let theirs = user("replaces-other");
     match engine
-        .memorize_with(
+        .memorize(
             &theirs,
             "x",
             MemoryKind::Fact,
@@ -119,7 +119,7 @@ pub async fn replaces_supersedes_in_one_transaction(factory: &dyn StoreFactory) 
         other => panic!("another user's memory: {other:?}"),
     }
     match engine
-        .memorize_with(&u, "x", MemoryKind::Fact, &[], &again("zz"))
+        .memorize(&u, "x", MemoryKind::Fact, &[], &again("zz"))
         .await
     {
         Err(CortexError::InvalidInput {
@@ -191,7 +191,13 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
     let u = user("retag");
     let tags = vec!["billing".to_owned(), "draft".to_owned()];
     let old = engine
-        .memorize(&u, "Invoices go out on the 1st", MemoryKind::Note, &tags)
+        .memorize(
+            &u,
+            "Invoices go out on the 1st",
+            MemoryKind::Note,
+            &tags,
+            &Default::default(),
+        )
         .await
         .unwrap()
         .memory;
@@ -271,6 +277,7 @@ pub async fn a_correction_keeps_the_old_tags_unless_it_gives_its_own(factory: &d
             "The deploy window is Friday",
             MemoryKind::Decision,
             &tags(&["ops", "Release"]),
+            &Default::default(),
         )
         .await
         .unwrap()
@@ -284,7 +291,7 @@ pub async fn a_correction_keeps_the_old_tags_unless_it_gives_its_own(factory: &d
                 ..MemorizeOptions::default()
             };
             engine
-                .memorize_with(u, content, MemoryKind::Decision, &given, &options)
+                .memorize(u, content, MemoryKind::Decision, &given, &options)
                 .await
                 .unwrap()
                 .memory

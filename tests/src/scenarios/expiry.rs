@@ -34,7 +34,7 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
         ..MemorizeOptions::default()
     };
     let closed = engine
-        .memorize_with(
+        .memorize(
             &u,
             "The office is closed until Friday",
             MemoryKind::Fact,
@@ -51,12 +51,13 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
             "The office wifi is called Cortex-5G",
             MemoryKind::Fact,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap()
         .memory;
     let later = engine
-        .memorize_with(
+        .memorize(
             &u,
             "The office coffee machine is broken",
             MemoryKind::Fact,
@@ -68,7 +69,7 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
         .memory;
     // Born expired: refused, nothing written.
     match engine
-        .memorize_with(&u, "already over", MemoryKind::Fact, &[], &expiring(start))
+        .memorize(&u, "already over", MemoryKind::Fact, &[], &expiring(start))
         .await
     {
         Err(CortexError::InvalidInput {

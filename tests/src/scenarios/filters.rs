@@ -47,7 +47,16 @@ async fn labelled_corpus(engine: &CortexMemory, u: &str) -> Vec<Memory> {
     for (i, text) in CORPUS.iter().chain([&CORPUS[0]]).enumerate() {
         let (kind, tags) = labels(i);
         let m = engine
-            .memorize_at(u, text, kind, &tags, Some(day(i)))
+            .memorize(
+                u,
+                text,
+                kind,
+                &tags,
+                &cortex_core::MemorizeOptions {
+                    created_at: Some(day(i)),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("memorize {text:?}: {e}"))
             .memory;
@@ -264,7 +273,13 @@ pub async fn pages_reach_every_memory_once(factory: &dyn StoreFactory) {
             MemoryKind::Note
         };
         let m = engine
-            .memorize(&u, &format!("paged memory number {i}"), kind, &[])
+            .memorize(
+                &u,
+                &format!("paged memory number {i}"),
+                kind,
+                &[],
+                &Default::default(),
+            )
             .await
             .unwrap()
             .memory;
@@ -291,6 +306,7 @@ pub async fn pages_reach_every_memory_once(factory: &dyn StoreFactory) {
                             &format!("written during page {pages}"),
                             MemoryKind::Decision,
                             &[],
+                            &Default::default(),
                         )
                         .await
                         .unwrap();
@@ -343,7 +359,13 @@ pub async fn pages_reach_every_memory_once(factory: &dyn StoreFactory) {
     let u2 = user("paging-exact");
     for i in 0..6 {
         engine
-            .memorize(&u2, &format!("six {i}"), MemoryKind::Note, &[])
+            .memorize(
+                &u2,
+                &format!("six {i}"),
+                MemoryKind::Note,
+                &[],
+                &Default::default(),
+            )
             .await
             .unwrap();
     }

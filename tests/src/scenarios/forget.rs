@@ -51,7 +51,13 @@ pub async fn ambiguous_prefix_deletes_nothing(factory: &dyn StoreFactory) {
     let mut seen: std::collections::HashMap<String, uuid::Uuid> = Default::default();
     let prefix = loop {
         let m = engine
-            .memorize(&u, "collision hunting", MemoryKind::Note, &[])
+            .memorize(
+                &u,
+                "collision hunting",
+                MemoryKind::Note,
+                &[],
+                &Default::default(),
+            )
             .await
             .unwrap()
             .memory;

@@ -56,12 +56,24 @@ pub async fn dedup_returns_the_existing_memory(factory: &dyn StoreFactory) {
     );
     let u = user("dedup");
     let first = engine
-        .memorize(&u, "The sky over Lisbon is blue", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "The sky over Lisbon is blue",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(first.status, MemorizeStatus::Stored);
     let again = engine
-        .memorize(&u, "the SKY over lisbon is blue!", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "the SKY over lisbon is blue!",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(again.status, MemorizeStatus::Duplicate);
@@ -77,6 +89,7 @@ pub async fn dedup_returns_the_existing_memory(factory: &dyn StoreFactory) {
             "The sky over Porto is grey today",
             MemoryKind::Fact,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap();
@@ -104,7 +117,13 @@ pub async fn soft_update_supersedes_and_keeps_history(factory: &dyn StoreFactory
     );
     let u = user("soft-update");
     let old = engine
-        .memorize(&u, "my work laptop is a thinkpad x1", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "my work laptop is a thinkpad x1",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap()
         .memory;
@@ -116,7 +135,13 @@ pub async fn soft_update_supersedes_and_keeps_history(factory: &dyn StoreFactory
     );
     fake.push_answer(r#"{"stale": [1], "reason": "the laptop was replaced"}"#);
     let new = engine
-        .memorize(&u, "my work laptop is a thinkpad x2", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "my work laptop is a thinkpad x2",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(fake.generate_calls(), 1, "one arbiter call");
@@ -191,6 +216,7 @@ pub async fn one_extraction_call_feeds_timeline_and_graph(factory: &dyn StoreFac
             "Had dinner with Ana in Lisbon yesterday",
             MemoryKind::Event,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap()
@@ -258,7 +284,7 @@ pub async fn failed_enrichment_never_loses_the_memory(factory: &dyn StoreFactory
     ];
     for text in texts {
         let m = engine
-            .memorize(&u, text, MemoryKind::Note, &[])
+            .memorize(&u, text, MemoryKind::Note, &[], &Default::default())
             .await
             .unwrap();
         assert_eq!(m.status, MemorizeStatus::Stored);
@@ -285,6 +311,7 @@ pub async fn failed_enrichment_never_loses_the_memory(factory: &dyn StoreFactory
             "third one about cacti and succulents",
             MemoryKind::Note,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap();
@@ -302,7 +329,13 @@ pub async fn failed_enrichment_never_loses_the_memory(factory: &dyn StoreFactory
     )
     .with_enrichment(records(&*storage).await);
     no_llm
-        .memorize(&u, "stored without a model", MemoryKind::Note, &[])
+        .memorize(
+            &u,
+            "stored without a model",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(no_llm.enrichment_failures(), 1);
@@ -318,12 +351,24 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
     let (plain, fake) = engine(counting.clone());
     let u = user("guarantee");
     plain
-        .memorize(&u, "warm up the signature", MemoryKind::Note, &[])
+        .memorize(
+            &u,
+            "warm up the signature",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     counting.reset();
     plain
-        .memorize(&u, "exactly one write", MemoryKind::Note, &[])
+        .memorize(
+            &u,
+            "exactly one write",
+            MemoryKind::Note,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -341,11 +386,11 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
             r#"{"event": null, "subject": "self", "entities": [], "relationships": []}"#,
         );
         layered_engine
-            .memorize(&lu, text, MemoryKind::Note, &[])
+            .memorize(&lu, text, MemoryKind::Note, &[], &Default::default())
             .await
             .unwrap();
         plain
-            .memorize(&u, text, MemoryKind::Note, &[])
+            .memorize(&u, text, MemoryKind::Note, &[], &Default::default())
             .await
             .unwrap();
     }
@@ -384,7 +429,7 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
             ..Default::default()
         };
         structured
-            .memorize_with(&su, text, MemoryKind::Note, &[], &options)
+            .memorize(&su, text, MemoryKind::Note, &[], &options)
             .await
             .unwrap();
     }

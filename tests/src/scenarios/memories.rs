@@ -24,6 +24,7 @@ pub async fn round_trip_every_field(factory: &dyn StoreFactory) {
             "  Deploy window is Friday 18:00 UTC  ",
             MemoryKind::Decision,
             &tags,
+            &Default::default(),
         )
         .await
         .unwrap()
@@ -47,7 +48,13 @@ pub async fn round_trip_every_field(factory: &dyn StoreFactory) {
 
     for kind in MemoryKind::ALL {
         let m = engine
-            .memorize(&u, &format!("a {kind} memory"), kind, &[])
+            .memorize(
+                &u,
+                &format!("a {kind} memory"),
+                kind,
+                &[],
+                &Default::default(),
+            )
             .await
             .unwrap()
             .memory;
@@ -96,7 +103,16 @@ pub async fn list_is_newest_first_by_created_at(factory: &dyn StoreFactory) {
     ];
     for (text, at) in written {
         engine
-            .memorize_at(&u, text, MemoryKind::Fact, &[], at.map(date))
+            .memorize(
+                &u,
+                text,
+                MemoryKind::Fact,
+                &[],
+                &cortex_core::MemorizeOptions {
+                    created_at: at.map(date),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap();
     }
@@ -203,7 +219,13 @@ pub async fn concurrent_memorize_keeps_every_memory(factory: &dyn StoreFactory) 
             let (engine, u) = (engine.clone(), u.clone());
             tokio::spawn(async move {
                 engine
-                    .memorize(&u, &format!("parallel memory {i}"), MemoryKind::Note, &[])
+                    .memorize(
+                        &u,
+                        &format!("parallel memory {i}"),
+                        MemoryKind::Note,
+                        &[],
+                        &Default::default(),
+                    )
                     .await
                     .unwrap()
                     .memory

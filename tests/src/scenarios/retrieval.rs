@@ -257,6 +257,7 @@ pub async fn cached_index_sees_other_handles_writes(factory: &dyn StoreFactory) 
             "The okapi is related to the giraffe",
             MemoryKind::Fact,
             &[],
+            &Default::default(),
         )
         .await
         .unwrap()
@@ -277,7 +278,13 @@ pub async fn one_embed_per_memorize_and_recall(factory: &dyn StoreFactory) {
     let (engine, fake) = engine(storage.connect().await);
     let u = user("calls");
     engine
-        .memorize(&u, "count my calls", MemoryKind::Note, &["x".into()])
+        .memorize(
+            &u,
+            "count my calls",
+            MemoryKind::Note,
+            &["x".into()],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -337,6 +344,7 @@ pub async fn unicode_and_sql_text_verbatim(factory: &dyn StoreFactory) {
             "tagged",
             MemoryKind::Note,
             &["日本".into(), "'; --".into()],
+            &Default::default(),
         )
         .await
         .unwrap()
@@ -603,7 +611,7 @@ pub async fn the_current_memory_outranks_the_stale_one(factory: &dyn StoreFactor
     let u = user("current");
     for text in [old, other, new] {
         engine
-            .memorize(&u, text, MemoryKind::Fact, &[])
+            .memorize(&u, text, MemoryKind::Fact, &[], &Default::default())
             .await
             .unwrap();
     }

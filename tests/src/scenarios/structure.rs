@@ -145,7 +145,7 @@ pub async fn caller_structure_feeds_timeline_and_graph(factory: &dyn StoreFactor
     );
     let u = user("structure");
     let m = engine
-        .memorize_with(
+        .memorize(
             &u,
             DINNER,
             MemoryKind::Event,
@@ -194,7 +194,7 @@ pub async fn caller_structure_feeds_timeline_and_graph(factory: &dyn StoreFactor
 
     // A later memory naming Ana by her alias joins the same node, newest first.
     let later = engine
-        .memorize_with(
+        .memorize(
             &u,
             "Ana moved to Porto",
             MemoryKind::Fact,
@@ -228,13 +228,19 @@ pub async fn caller_structure_writes_what_extraction_writes(factory: &dyn StoreF
     let (by_model, by_caller) = (user("by-model"), user("by-caller"));
     fake.push_answer(DINNER_ANSWER);
     extracting
-        .memorize(&by_model, DINNER, MemoryKind::Event, &[])
+        .memorize(
+            &by_model,
+            DINNER,
+            MemoryKind::Event,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(fake.generate_calls(), 1);
     // The same engine, layers on: the caller's structure stands in for the model's call.
     extracting
-        .memorize_with(
+        .memorize(
             &by_caller,
             DINNER,
             MemoryKind::Event,
@@ -303,7 +309,7 @@ pub async fn caller_structure_is_written_whole_or_not_at_all(factory: &dyn Store
     ];
     for structure in bad {
         let refused = engine
-            .memorize_with(
+            .memorize(
                 &u,
                 DINNER,
                 MemoryKind::Note,
@@ -330,7 +336,7 @@ pub async fn caller_structure_is_written_whole_or_not_at_all(factory: &dyn Store
     let (limited, limited_fake) = plain(counting.clone(), records.clone(), Layers::default());
     assert!(matches!(
         limited
-            .memorize_with(&u, DINNER, MemoryKind::Note, &[], &with_structure(dinner()))
+            .memorize(&u, DINNER, MemoryKind::Note, &[], &with_structure(dinner()))
             .await,
         Err(CortexError::Store(StoreError::Unsupported(_)))
     ));
@@ -352,7 +358,13 @@ pub async fn caller_structure_is_written_whole_or_not_at_all(factory: &dyn Store
     // A correction that loses the race: its records were written in its transaction
     // before the refusal, and are gone with it.
     let first = engine
-        .memorize(&u, "the office is in Berlin", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "the office is in Berlin",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap()
         .memory;
@@ -361,7 +373,7 @@ pub async fn caller_structure_is_written_whole_or_not_at_all(factory: &dyn Store
         ..MemorizeOptions::default()
     };
     engine
-        .memorize_with(
+        .memorize(
             &u,
             "the office is in Lisbon",
             MemoryKind::Fact,
@@ -421,11 +433,17 @@ pub async fn caller_structure_of_a_duplicate_is_kept(factory: &dyn StoreFactory)
     let (engine, _) = plain(storage.connect().await, records(&*storage).await, layers);
     let u = user("structure-dup");
     let first = engine
-        .memorize(&u, "Bo runs the Friday standup", MemoryKind::Fact, &[])
+        .memorize(
+            &u,
+            "Bo runs the Friday standup",
+            MemoryKind::Fact,
+            &[],
+            &Default::default(),
+        )
         .await
         .unwrap();
     let again = engine
-        .memorize_with(
+        .memorize(
             &u,
             "Bo runs the Friday standup",
             MemoryKind::Fact,
@@ -454,7 +472,7 @@ pub async fn retag_keeps_the_memorys_structure(factory: &dyn StoreFactory) {
     let (engine, _) = plain(storage.connect().await, records.clone(), Layers::default());
     let u = user("structure-retag");
     let old = engine
-        .memorize_with(
+        .memorize(
             &u,
             DINNER,
             MemoryKind::Event,

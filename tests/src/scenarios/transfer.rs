@@ -125,7 +125,13 @@ async fn seed(store: Arc<dyn TransferStore>, u: &str) {
     )
     .await;
     engine
-        .memorize(u, "tagged decision", MemoryKind::Decision, &["Work".into()])
+        .memorize(
+            u,
+            "tagged decision",
+            MemoryKind::Decision,
+            &["Work".into()],
+            &Default::default(),
+        )
         .await
         .unwrap();
     let now = cortex_core::memory::now();

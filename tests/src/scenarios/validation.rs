@@ -28,7 +28,13 @@ pub async fn signature_guard_refuses_other_models(factory: &dyn StoreFactory) {
         let engine = CortexMemory::new(store.clone(), other.clone());
         for result in [
             engine
-                .memorize(&u, "from model b", MemoryKind::Note, &[])
+                .memorize(
+                    &u,
+                    "from model b",
+                    MemoryKind::Note,
+                    &[],
+                    &Default::default(),
+                )
                 .await
                 .map(|_| ()),
             engine.recall(&u, "model", 3).await.map(|_| ()),
@@ -95,7 +101,10 @@ pub async fn bad_vectors_write_nothing(factory: &dyn StoreFactory) {
             store.clone(),
             Arc::new(FixedVectorProvider::new(DIM, vector)),
         );
-        match engine.memorize(&u, "doomed", MemoryKind::Note, &[]).await {
+        match engine
+            .memorize(&u, "doomed", MemoryKind::Note, &[], &Default::default())
+            .await
+        {
             Err(CortexError::InvalidEmbedding(p)) => assert_eq!(p, problem),
             other => panic!("expected {problem:?}, got {other:?}"),
         }
@@ -120,7 +129,13 @@ pub async fn failed_embed_writes_nothing(factory: &dyn StoreFactory) {
     fake.set_fail_embeds(true);
     assert!(matches!(
         engine
-            .memorize(&u, "never stored", MemoryKind::Fact, &[])
+            .memorize(
+                &u,
+                "never stored",
+                MemoryKind::Fact,
+                &[],
+                &Default::default()
+            )
             .await,
         Err(CortexError::Provider(_))
     ));
@@ -147,22 +162,26 @@ pub async fn invalid_input_writes_nothing(factory: &dyn StoreFactory) {
         other => panic!("expected InvalidInput, got {other:?}"),
     };
     assert_eq!(
-        field(engine.memorize(&u, "", MemoryKind::Note, &[]).await),
+        field(
+            engine
+                .memorize(&u, "", MemoryKind::Note, &[], &Default::default())
+                .await
+        ),
         "content"
     );
     assert_eq!(
-        field(engine.memorize(&u, " \n\t ", MemoryKind::Note, &[]).await),
+        field(
+            engine
+                .memorize(&u, " \n\t ", MemoryKind::Note, &[], &Default::default())
+                .await
+        ),
         "content"
     );
     let too_many: Vec<String> = (0..17).map(|i| format!("t{i}")).collect();
     assert_eq!(
-        field(engine.memorize(&u, "ok", MemoryKind::Note, &too_many).await),
-        "tags"
-    );
-    assert_eq!(
         field(
             engine
-                .memorize(&u, "ok", MemoryKind::Note, &["x".repeat(65)])
+                .memorize(&u, "ok", MemoryKind::Note, &too_many, &Default::default())
                 .await
         ),
         "tags"
@@ -170,13 +189,37 @@ pub async fn invalid_input_writes_nothing(factory: &dyn StoreFactory) {
     assert_eq!(
         field(
             engine
-                .memorize(&u, "ok", MemoryKind::Note, &[" ".into()])
+                .memorize(
+                    &u,
+                    "ok",
+                    MemoryKind::Note,
+                    &["x".repeat(65)],
+                    &Default::default()
+                )
                 .await
         ),
         "tags"
     );
     assert_eq!(
-        field(engine.memorize("", "ok", MemoryKind::Note, &[]).await),
+        field(
+            engine
+                .memorize(
+                    &u,
+                    "ok",
+                    MemoryKind::Note,
+                    &[" ".into()],
+                    &Default::default()
+                )
+                .await
+        ),
+        "tags"
+    );
+    assert_eq!(
+        field(
+            engine
+                .memorize("", "ok", MemoryKind::Note, &[], &Default::default())
+                .await
+        ),
         "user_id"
     );
     assert!(matches!(
@@ -216,7 +259,7 @@ pub async fn content_size_limit_is_exact(factory: &dyn StoreFactory) {
         }
         assert_eq!(at_limit.len(), limit);
         let stored = engine
-            .memorize(&u, &at_limit, MemoryKind::Note, &[])
+            .memorize(&u, &at_limit, MemoryKind::Note, &[], &Default::default())
             .await
             .unwrap();
         assert_eq!(
@@ -230,7 +273,9 @@ pub async fn content_size_limit_is_exact(factory: &dyn StoreFactory) {
         );
         let over = format!("{at_limit}y");
         assert!(matches!(
-            engine.memorize(&u, &over, MemoryKind::Note, &[]).await,
+            engine
+                .memorize(&u, &over, MemoryKind::Note, &[], &Default::default())
+                .await,
             Err(CortexError::InvalidInput {
                 field: "content",
                 ..

@@ -255,7 +255,7 @@ pub async fn replace(
         .engine()
         .await?
         .memory
-        .memorize_with(
+        .memorize(
             current.session.user(),
             &form.content,
             kind,

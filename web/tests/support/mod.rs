@@ -63,7 +63,7 @@ pub fn secrets(pairs: &[(&str, &str)]) -> Arc<dyn Login> {
 pub async fn remember(engine: &Engine, user: &str, content: &str) -> String {
     engine
         .memory
-        .memorize(user, content, MemoryKind::Note, &[])
+        .memorize(user, content, MemoryKind::Note, &[], &Default::default())
         .await
         .unwrap()
         .memory
