@@ -6,7 +6,7 @@
 //! `VAR=` in a compose file or `.env` then means "use the default".
 
 use cortex_core::memory::validate_user;
-use cortex_core::{Layers, MAX_LIMIT, Tier};
+use cortex_core::{engine::Layers, listing::MAX_LIMIT, profile::Tier};
 
 pub use crate::backend::Storage;
 use crate::env::set;

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use cortex_core::{
-    CortexMemory, EngineConfig, KeyStore, MemoryStore, ProviderError, StoreError, TransferStore,
+    engine::CortexMemory, engine::EngineConfig, error::ProviderError, error::StoreError,
+    keys::KeyStore, store::MemoryStore, transfer::TransferStore,
 };
 use cortex_providers::{ProviderConfig, RerankerConfig};
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
-use cortex_core::{ProviderError, StoreError};
+use cortex_core::{error::ProviderError, error::StoreError};
 
 /// The one reader of the process environment: every setting the app and the commands use
 /// comes through here (or through a lookup a test passes instead), trimmed, with an empty

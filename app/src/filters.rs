@@ -1,7 +1,7 @@
 //! A filter from the words a caller types (an agent's tool arguments, a command's flags),
 //! parsed the same way for the MCP tools and the `cortex` command.
 
-use cortex_core::{CortexError, MemoryFilter, MemoryKind};
+use cortex_core::{error::CortexError, filter::MemoryFilter, memory::MemoryKind};
 
 use crate::dates::{DateError, parse_instant};
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use cortex_core::{MemoryState, StoreError, TransferStore};
+use cortex_core::{error::StoreError, memory::MemoryState, transfer::TransferStore};
 use serde::Serialize;
 
 /// Memories read per store call.
@@ -69,7 +69,9 @@ mod tests {
     use std::sync::Arc;
 
     use chrono::Duration;
-    use cortex_core::{CortexMemory, InMemoryStore, MemorizeOptions, MemoryKind};
+    use cortex_core::{
+        engine::CortexMemory, engine::MemorizeOptions, in_memory::InMemoryStore, memory::MemoryKind,
+    };
     use cortex_providers::FakeProvider;
 
     use super::*;

@@ -10,7 +10,8 @@
 
 use cortex_core::reader::extraction::parse_event_time;
 use cortex_core::{
-    CortexError, MemoryStructure, StructureEntity, StructureEvent, StructureRelation,
+    error::CortexError, structure::MemoryStructure, structure::StructureEntity,
+    structure::StructureEvent, structure::StructureRelation,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use cortex_core::Tier;
+use cortex_core::profile::Tier;
 
 use crate::backend::BackendKind;
 use crate::ingest::{Granularity, Labels, Roles};

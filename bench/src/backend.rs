@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use cortex_core::{InMemoryStore, MemoryStore};
+use cortex_core::{in_memory::InMemoryStore, store::MemoryStore};
 use cortex_sqlite::SqliteStore;
 use serde::Serialize;
 

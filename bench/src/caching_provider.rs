@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use cortex_core::{
-    EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
+    error::ProviderError, provider::EmbedResult, provider::EmbedTask, provider::GenResult,
+    provider::LLMProvider, provider::TokenUsage, signature::EmbeddingSignature,
 };
 
 use cortex_providers::check_vectors;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use cortex_core::{CortexError, ProviderError, StoreError};
+use cortex_core::{error::CortexError, error::ProviderError, error::StoreError};
 
 /// A benchmark run's failure. Every variant names what to fix.
 #[derive(Debug, thiserror::Error)]

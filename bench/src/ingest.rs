@@ -22,7 +22,10 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use cortex_core::{CortexMemory, EmbedTask, LLMProvider, MemoryId, MemoryKind, TokenUsage};
+use cortex_core::{
+    engine::CortexMemory, memory::MemoryId, memory::MemoryKind, provider::EmbedTask,
+    provider::LLMProvider, provider::TokenUsage,
+};
 use serde::Serialize;
 
 use crate::dataset::{Question, Turn};

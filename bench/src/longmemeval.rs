@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::chain_of_note::ReaderMemory;
 use cortex_core::{
-    CortexMemory, EngineConfig, LLMProvider, MemoryStore, ProviderUsage, Reranker, TokenUsage,
+    engine::CortexMemory, engine::EngineConfig, provider::LLMProvider, provider::TokenUsage,
+    reranker::Reranker, store::MemoryStore, usage::ProviderUsage,
 };
 
 use crate::backend::Backend;

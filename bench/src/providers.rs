@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cortex_core::{LLMProvider, Tier};
+use cortex_core::{profile::Tier, provider::LLMProvider};
 use cortex_providers::{LlmProviderKind, ProviderConfig};
 
 use crate::caching_provider::CachingProvider;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::chain_of_note::{
     ReaderMemory, build_judge_prompt, build_reader_prompt, parse_judge, parse_reader_answer,
 };
-use cortex_core::{LLMProvider, TokenUsage};
+use cortex_core::{provider::LLMProvider, provider::TokenUsage};
 use serde::Serialize;
 
 use crate::dataset::Question;
@@ -46,7 +46,12 @@ pub async fn answer_and_judge(
 ) -> Result<(QaOutcome, [TokenUsage; 2]), BenchError> {
     let shown = &memories[..memories.len().min(settings.reader_k)];
     let prompt = build_reader_prompt(&question.question, question.question_date.as_deref(), shown);
-    let fail = |e| BenchError::engine(&question.question_id, cortex_core::CortexError::Provider(e));
+    let fail = |e| {
+        BenchError::engine(
+            &question.question_id,
+            cortex_core::error::CortexError::Provider(e),
+        )
+    };
     let read = settings
         .reader
         .generate(&prompt, TEMPERATURE, settings.reader_max_tokens)

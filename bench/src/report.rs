@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use cortex_core::ProviderUsage;
+use cortex_core::usage::ProviderUsage;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 

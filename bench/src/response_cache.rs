@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cortex_core::{EmbedTask, ProviderError, TokenUsage};
+use cortex_core::{error::ProviderError, provider::EmbedTask, provider::TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
 use thiserror::Error;
 

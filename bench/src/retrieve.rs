@@ -16,7 +16,8 @@ use clap::ValueEnum;
 use cortex_core::embedding::validate_embedding;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    CortexMemory, EmbedTask, LLMProvider, MemoryId, MemoryIndex, MemoryStore, TokenUsage,
+    engine::CortexMemory, index::MemoryIndex, memory::MemoryId, provider::EmbedTask,
+    provider::LLMProvider, provider::TokenUsage, store::MemoryStore,
 };
 use serde::Serialize;
 
@@ -133,7 +134,7 @@ impl<'a> Ranker<'a> {
                 let vector = self.embed_query(query).await?;
                 let terms = query_terms(query);
                 let index = self.index().await?;
-                let found = cortex_core::hybrid_retrieve(index, &vector, &terms, depth)?;
+                let found = cortex_core::hybrid::hybrid_retrieve(index, &vector, &terms, depth)?;
                 Ok(found.into_iter().map(|s| s.memory.id).collect())
             }
             Retriever::Dense => {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use cortex_core::{EngineConfig, Reranker, Tier};
+use cortex_core::{engine::EngineConfig, profile::Tier, reranker::Reranker};
 use cortex_providers::RerankerConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -50,12 +50,12 @@ pub fn depth(args: &BenchArgs) -> Result<usize, BenchError> {
         (Format::Longmemeval, Granularity::Turn) => base * 5,
         _ => base,
     });
-    if !(MIN_DEPTH..=cortex_core::MAX_LIMIT).contains(&depth) {
+    if !(MIN_DEPTH..=cortex_core::listing::MAX_LIMIT).contains(&depth) {
         return Err(BenchError::option(
             "--top-k",
             format!(
                 "must be between {MIN_DEPTH} (the largest k scored) and {}; got {depth}",
-                cortex_core::MAX_LIMIT
+                cortex_core::listing::MAX_LIMIT
             ),
         ));
     }
@@ -184,7 +184,7 @@ fn run_config(
     args: &BenchArgs,
     depth: usize,
     options: &RunOptions,
-    signature: cortex_core::EmbeddingSignature,
+    signature: cortex_core::signature::EmbeddingSignature,
 ) -> RunConfig {
     RunConfig {
         dataset: args.data.display().to_string(),

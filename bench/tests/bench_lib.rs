@@ -12,7 +12,10 @@ use cortex_bench::longmemeval::{RunModels, RunOptions, run};
 use cortex_bench::qa::QaSettings;
 use cortex_bench::report::{QaSetup, RunConfig, summarize};
 use cortex_bench::retrieve::Retriever;
-use cortex_core::{EngineConfig, LLMProvider, ProviderError, RerankHit, Reranker};
+use cortex_core::{
+    engine::EngineConfig, error::ProviderError, provider::LLMProvider, reranker::RerankHit,
+    reranker::Reranker,
+};
 use cortex_providers::FakeProvider;
 
 fn questions() -> Vec<Question> {

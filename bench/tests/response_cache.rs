@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use cortex_bench::caching_provider::CachingProvider;
 use cortex_bench::response_cache::ResponseCache;
 use cortex_core::{
-    EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
+    error::ProviderError, provider::EmbedResult, provider::EmbedTask, provider::GenResult,
+    provider::LLMProvider, provider::TokenUsage, signature::EmbeddingSignature,
 };
 use cortex_providers::{ApiKey, FakeProvider, GeminiConfig, GeminiProvider, HttpOptions};
 use serde_json::json;

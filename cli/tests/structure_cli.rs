@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use admin_support::*;
 use cortex_app::{ServerConfig, build_engine};
 use cortex_core::records::TimeRange;
-use cortex_core::{CortexError, Direction};
+use cortex_core::{dossier::Direction, error::CortexError};
 use serde_json::Value;
 
 const STRUCTURE: &str = r#"{

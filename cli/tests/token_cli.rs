@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use admin_support::*;
 use chrono::Utc;
-use cortex_core::KeyStore;
+use cortex_core::keys::KeyStore;
 use cortex_core::keys::{self, KeyError, Scope};
 
 /// Runs the key lifecycle through the binary against `env`'s store, reading it back

@@ -3,7 +3,7 @@
 //!
 //! Recall never touches them: the engine reaches this trait only through a handle it is
 //! given when a layer needs it, and the recall path has no such handle. A backend ships
-//! [`MemoryStore`](crate::MemoryStore) first, passes the core suite, and adds this later.
+//! [`MemoryStore`](crate::store::MemoryStore) first, passes the core suite, and adds this later.
 
 use std::fmt;
 use std::sync::Arc;

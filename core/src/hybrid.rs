@@ -1,5 +1,6 @@
 //! Hybrid retrieval: dense and BM25 candidate lists fused (see [`crate::fusion`]).
 
+use crate::fusion::NEIGHBOUR_WEIGHT;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -7,8 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::StoreError;
 use crate::filter::MemoryFilter;
 use crate::fusion::{ListWeights, lexical_bound, lexical_share, lexical_term};
-pub use crate::fusion::{NEIGHBOUR_WEIGHT, RRF_K};
-pub use crate::index::PARALLEL_LISTS_FROM;
 use crate::index::{Hit, MemoryIndex};
 use crate::memory::Memory;
 
@@ -133,6 +132,8 @@ fn fuse(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fusion::RRF_K;
+    use crate::index::PARALLEL_LISTS_FROM;
     use crate::memory::MemoryKind;
     use crate::tokenizer::query_terms;
     use chrono::Utc;

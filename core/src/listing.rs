@@ -124,7 +124,7 @@ mod tests {
             id: uuid::Uuid::new_v4(),
             user_id: "u".into(),
             content: "x".into(),
-            kind: crate::MemoryKind::Note,
+            kind: crate::memory::MemoryKind::Note,
             tags: Vec::new(),
             created_at: DateTime::parse_from_rfc3339(created_at)
                 .unwrap()

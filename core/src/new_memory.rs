@@ -29,7 +29,7 @@ pub struct NewMemory {
     /// The caller's structure (entities, relations, an event) as the records the
     /// extraction layer writes, written in the same transaction as the memory; `None`
     /// writes none. Stores that do not claim
-    /// [`Capabilities::records`](crate::Capabilities::records) refuse it.
+    /// [`Capabilities::records`](crate::store::Capabilities::records) refuse it.
     pub records: Option<Box<ExtractionRecords>>,
 }
 

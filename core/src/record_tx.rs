@@ -118,7 +118,7 @@ pub async fn require_entity<T: RecordTx>(tx: &mut T, user: &str, id: &EntityId) 
 }
 
 /// One extraction's event, entities, links and edges (see
-/// [`EnrichmentStore::record_extraction`](crate::EnrichmentStore::record_extraction)): the
+/// [`EnrichmentStore::record_extraction`](crate::enrichment_store::EnrichmentStore::record_extraction)): the
 /// records and the memory are checked once, before the first write, and the entities
 /// stored are returned in the order given.
 pub async fn record_extraction<T: RecordTx>(
@@ -233,7 +233,7 @@ pub fn existing_id(
     }
 }
 
-/// [`TransferStore::import_event`](crate::TransferStore::import_event): the memory must be
+/// [`TransferStore::import_event`](crate::transfer::TransferStore::import_event): the memory must be
 /// the user's; an identical event is left alone.
 pub async fn import_event<T: RecordTx>(
     tx: &mut T,
@@ -252,7 +252,7 @@ pub async fn import_event<T: RecordTx>(
     Ok(Imported::Written)
 }
 
-/// [`TransferStore::import_entity`](crate::TransferStore::import_entity): an id of another
+/// [`TransferStore::import_entity`](crate::transfer::TransferStore::import_entity): an id of another
 /// user's is refused; the user's entity by that id, or else by that normalised name, is
 /// kept, and its id returned.
 pub async fn import_entity<T: RecordTx>(
@@ -282,7 +282,7 @@ pub async fn import_entity<T: RecordTx>(
     })
 }
 
-/// [`TransferStore::import_edge`](crate::TransferStore::import_edge): checked as
+/// [`TransferStore::import_edge`](crate::transfer::TransferStore::import_edge): checked as
 /// [`add_edge`] checks, before the store looks for the edge.
 pub async fn import_edge<T: RecordTx>(
     tx: &mut T,
@@ -292,7 +292,7 @@ pub async fn import_edge<T: RecordTx>(
     add_edge(tx, user, edge).await.map(Imported::from_inserted)
 }
 
-/// [`TransferStore::import_link`](crate::TransferStore::import_link): checked as
+/// [`TransferStore::import_link`](crate::transfer::TransferStore::import_link): checked as
 /// [`link_entity`] checks.
 pub async fn import_link<T: RecordTx>(
     tx: &mut T,

@@ -41,7 +41,6 @@ impl TimeRange {
 }
 
 // Defined beside the memory: a correction carries its supersession into the write.
-pub use crate::memory::Supersession;
 
 pub type EntityId = Uuid;
 

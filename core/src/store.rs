@@ -1,8 +1,9 @@
 //! The memory seam between the engine and storage: [`MemoryStore`], everything memorize and
 //! recall need. It is one of three store traits: the layers' records live behind
-//! [`EnrichmentStore`](crate::EnrichmentStore) and export, import and re-embedding behind
-//! [`TransferStore`](crate::TransferStore), so a backend can ship this one first.
+//! [`EnrichmentStore`](crate::enrichment_store::EnrichmentStore) and export, import and re-embedding behind
+//! [`TransferStore`](crate::transfer::TransferStore), so a backend can ship this one first.
 
+use crate::error::StoreResult;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,12 +14,10 @@ use crate::error::StoreError;
 use crate::filter::MemoryFilter;
 use crate::hybrid::ScoredMemory;
 use crate::index::MemoryIndex;
+use crate::memory::Supersession;
 use crate::memory::{Memory, MemoryId};
 use crate::new_memory::NewMemory;
-use crate::records::Supersession;
 use crate::signature::EmbeddingSignature;
-
-pub use crate::error::StoreResult;
 
 /// What a backend does natively (the OpenDAL way: flat flags, all off by default). The
 /// engine reads `search`; the conformance suite reads every flag and holds the backend to
@@ -37,7 +36,7 @@ pub struct Capabilities {
     pub shared: bool,
     /// [`MemoryStore::add`] writes a memory's [`NewMemory::records`] (the caller's
     /// entities, relations and event) in its transaction, as
-    /// [`EnrichmentStore::record_extraction`](crate::EnrichmentStore::record_extraction)
+    /// [`EnrichmentStore::record_extraction`](crate::enrichment_store::EnrichmentStore::record_extraction)
     /// would. A store without it refuses such a memory and the engine refuses the caller's
     /// structure before any embed.
     pub records: bool,
@@ -133,7 +132,7 @@ impl ListQuery {
 /// Storage for memories, their vectors, the embedding signature and the supersessions that
 /// decide the live set: everything memorize and recall need, and nothing more. Every method
 /// is scoped to one user; nothing is read or written across users. The layers' records
-/// live behind [`EnrichmentStore`](crate::EnrichmentStore).
+/// live behind [`EnrichmentStore`](crate::enrichment_store::EnrichmentStore).
 #[async_trait]
 pub trait MemoryStore: Send + Sync + fmt::Debug {
     /// What this backend does natively.
@@ -169,7 +168,7 @@ pub trait MemoryStore: Send + Sync + fmt::Debug {
 
     /// Number of memories no correction superseded, expired ones included: they stay
     /// stored until pruned. (A user's summary splits them by
-    /// [`MemoryState`](crate::MemoryState).)
+    /// [`MemoryState`](crate::memory::MemoryState).)
     async fn count(&self, user: &str) -> StoreResult<u64>;
 
     /// The user's current change counter (cheap: read on every recall).

@@ -11,11 +11,13 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::enrichment_store::EnrichmentStore;
+use crate::error::StoreResult;
+use crate::memory::Supersession;
 use crate::memory::{Memory, MemoryId};
 use crate::new_memory::NewMemory;
-use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
+use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event};
 use crate::signature::EmbeddingSignature;
-use crate::store::{MemoryStore, StoreResult};
+use crate::store::MemoryStore;
 
 /// A memory as stored: the record, whether a later memory supersedes it, and its vector.
 #[derive(Debug, Clone, PartialEq)]

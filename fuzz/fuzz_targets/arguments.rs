@@ -11,7 +11,7 @@ use cortex_core::memory::{
     DEFAULT_MAX_CONTENT_BYTES, MAX_TAG_CHARS, MAX_TAGS, normalize_tags, validate_content,
 };
 use cortex_core::structure::MAX_STRUCTURE_ITEMS;
-use cortex_core::{MAX_LIMIT, MemoryKind};
+use cortex_core::{listing::MAX_LIMIT, memory::MemoryKind};
 use cortex_mcp::args::{
     ForgetArgs, ListMemoriesArgs, MemorizeArgs, RecallAboutArgs, RecallArgs, RecallTimelineArgs,
     clamp_limit,

@@ -6,7 +6,7 @@
 //! records. serde's message names the stray argument and the valid ones.
 
 use cortex_app::{EntityArg, EventArg, FilterText, RelationArg, StructureArgs};
-use cortex_core::MAX_LIMIT;
+use cortex_core::listing::MAX_LIMIT;
 use rmcp::schemars;
 use serde::Deserialize;
 use serde_json::json;

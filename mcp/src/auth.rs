@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use cortex_core::KeyStore;
+use cortex_core::keys::KeyStore;
 use cortex_core::keys::{self, KeyError};
 
 use crate::oauth::{self, JwtError, JwtVerifier};

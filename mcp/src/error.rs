@@ -8,7 +8,7 @@
 use std::fmt;
 
 use cortex_core::keys::Scope;
-use cortex_core::{BackendFault, CortexError, StoreError};
+use cortex_core::{error::BackendFault, error::CortexError, error::StoreError};
 use rmcp::model::{ContentBlock, IntoContents};
 
 use crate::dates::DateError;
@@ -277,7 +277,7 @@ impl IntoContents for ToolError {
 
 #[cfg(test)]
 mod tests {
-    use cortex_core::ProviderError;
+    use cortex_core::error::ProviderError;
 
     use super::*;
 
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_store_is_not_called_a_configuration_mistake() {
-        let busy = ToolError::from(EngineError::Store(cortex_core::StoreError::backend(
+        let busy = ToolError::from(EngineError::Store(cortex_core::error::StoreError::backend(
             "sqlite",
             std::io::Error::other("database is locked"),
         )));
@@ -327,7 +327,7 @@ mod tests {
         assert!(msg.contains("cannot reach its memory store"), "{msg}");
         assert!(msg.contains("database is locked"), "{msg}");
         assert!(!msg.contains("environment variables"), "{msg}");
-        let config = ToolError::from(EngineError::Store(cortex_core::StoreError::Config(
+        let config = ToolError::from(EngineError::Store(cortex_core::error::StoreError::Config(
             "no home directory".into(),
         )));
         let msg = config.to_string();

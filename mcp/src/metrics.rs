@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use cortex_core::CortexError;
+use cortex_core::error::CortexError;
 
 use crate::engine::{EngineError, LazyEngine};
 use crate::error::{Tool, ToolError};

@@ -3,7 +3,9 @@
 //! for (user id, insertion sequence, normalised names) and give ids and times as strings.
 
 use cortex_core::records::{Entity, TimelineEntry};
-use cortex_core::{Direction, Dossier, Memorized, Memory, ScoredMemory};
+use cortex_core::{
+    dossier::Direction, dossier::Dossier, engine::Memorized, hybrid::ScoredMemory, memory::Memory,
+};
 use rmcp::schemars;
 use serde::Serialize;
 

@@ -7,7 +7,9 @@ use axum::http::request::Parts;
 use cortex_app::{FilterError, FilterText};
 use cortex_core::keys::Caller;
 use cortex_core::records::TimeRange;
-use cortex_core::{CortexError, MemorizeOptions, MemoryFilter, MemoryKind};
+use cortex_core::{
+    engine::MemorizeOptions, error::CortexError, filter::MemoryFilter, memory::MemoryKind,
+};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::Extensions;

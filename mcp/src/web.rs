@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::Utc;
 use cortex_app::engine::Engine;
-use cortex_core::Scope;
+use cortex_core::keys::Scope;
 use cortex_core::keys::{self, Caller};
 use cortex_web::{EngineSource, Login, Viewer, WebConfig, WebError};
 

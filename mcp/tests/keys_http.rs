@@ -12,7 +12,7 @@ mod mcp_http;
 use std::sync::Arc;
 
 use chrono::Utc;
-use cortex_core::KeyStore;
+use cortex_core::keys::KeyStore;
 use cortex_core::keys::{self, Scope};
 use mcp_http::{Client, Server, TestStore, contents, mock_llm};
 use serde_json::json;

@@ -21,7 +21,7 @@ use axum::routing::get;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::Utc;
-use cortex_core::KeyStore;
+use cortex_core::keys::KeyStore;
 use cortex_core::keys::{self, Scope};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mcp_http::{Client, Server, TestStore, contents};

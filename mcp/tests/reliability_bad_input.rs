@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event};
-use cortex_core::{CortexMemory, EnrichmentStore, MemoryKind};
+use cortex_core::{engine::CortexMemory, enrichment_store::EnrichmentStore, memory::MemoryKind};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;
 use reliability::{Reply, Server, sqlite_dump};

@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event};
-use cortex_core::{CortexMemory, EngineConfig, EnrichmentStore, Layers, MemoryKind};
+use cortex_core::{
+    engine::CortexMemory, engine::EngineConfig, engine::Layers, enrichment_store::EnrichmentStore,
+    memory::MemoryKind,
+};
 use cortex_mcp::{CortexServer, Engine, EngineError, LazyEngine, ServerConfig, build_engine};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::SqliteStore;

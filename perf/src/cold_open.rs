@@ -6,7 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cortex_core::{CortexMemory, EmbeddingSignature, MemoryKind, MemoryStore, NewMemory};
+use cortex_core::{
+    engine::CortexMemory, memory::MemoryKind, new_memory::NewMemory, signature::EmbeddingSignature,
+    store::MemoryStore,
+};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::{SqliteConfig, SqliteStore};
 use rand::SeedableRng;

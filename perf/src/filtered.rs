@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use cortex_core::{
-    Memory, MemoryFilter, MemoryIndex, MemoryKind, MemoryStore, NewMemory, ScoredMemory,
-    SearchRequest, hybrid_retrieve, hybrid_retrieve_filtered,
+    filter::MemoryFilter, hybrid::ScoredMemory, hybrid::hybrid_retrieve,
+    hybrid::hybrid_retrieve_filtered, index::MemoryIndex, memory::Memory, memory::MemoryKind,
+    new_memory::NewMemory, store::MemoryStore, store::SearchRequest,
 };
 use cortex_postgres::{AnnIndex, DenseMode, PostgresConfig, PostgresStore};
 use serde_json::{Value, json};

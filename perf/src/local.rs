@@ -6,7 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cortex_core::{CortexMemory, EngineConfig, LLMProvider, MemoryKind, MemoryStore, Reranker};
+use cortex_core::{
+    engine::CortexMemory, engine::EngineConfig, memory::MemoryKind, provider::LLMProvider,
+    reranker::Reranker, store::MemoryStore,
+};
 use cortex_providers::local::{LocalOptions, LocalProvider, LocalReranker};
 use cortex_sqlite::SqliteStore;
 use rand::rngs::SmallRng;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cortex_core::{CortexMemory, MemoryKind, MemoryStore};
+use cortex_core::{engine::CortexMemory, memory::MemoryKind, store::MemoryStore};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 use rand::SeedableRng;

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    CortexMemory, EmbeddingSignature, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
-    PARALLEL_LISTS_FROM, hybrid_retrieve,
+    engine::CortexMemory, hybrid::hybrid_retrieve, index::MemoryIndex, index::PARALLEL_LISTS_FROM,
+    memory::MemoryKind, new_memory::NewMemory, signature::EmbeddingSignature, store::MemoryStore,
 };
 use cortex_providers::FakeProvider;
 use cortex_providers::fake::FAKE_MODEL;

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, SearchRequest, hybrid_retrieve,
+    hybrid::hybrid_retrieve, memory::MemoryKind, new_memory::NewMemory,
+    signature::EmbeddingSignature, store::MemoryStore, store::SearchRequest,
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
@@ -119,7 +120,7 @@ async fn measure_one(
     let index = store.build_index(USER, DIM).await?.index;
     let expected = hybrid_retrieve(&index, &request.embedding, &request.terms, TOP_K)?;
     let got = store.search(USER, &request).await?;
-    let view = |hits: &[cortex_core::ScoredMemory]| -> Vec<(uuid::Uuid, u64)> {
+    let view = |hits: &[cortex_core::hybrid::ScoredMemory]| -> Vec<(uuid::Uuid, u64)> {
         hits.iter()
             .map(|h| (h.memory.id, h.score.to_bits()))
             .collect()

@@ -2,7 +2,7 @@
 //! worker threads: a worker blocked on a disk write or a model load stalls every task it
 //! owns, the server's other sessions included.
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use thiserror::Error;
 
 /// Blocking work that did not finish: it panicked, or the runtime shut down under it.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
-use cortex_core::{EmbeddingSignature, LLMProvider, ProviderError};
+use cortex_core::{error::ProviderError, provider::LLMProvider, signature::EmbeddingSignature};
 
 use crate::anthropic::{
     ANTHROPIC_BASE_URL, ANTHROPIC_LLM_MODEL, AnthropicConfig, AnthropicProvider,

@@ -8,7 +8,8 @@ use std::sync::{Mutex, PoisonError};
 use async_trait::async_trait;
 use cortex_core::tokenizer::words;
 use cortex_core::{
-    EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
+    error::ProviderError, provider::EmbedResult, provider::EmbedTask, provider::GenResult,
+    provider::LLMProvider, provider::TokenUsage, signature::EmbeddingSignature,
 };
 
 /// Default model name recorded in a store's signature.

@@ -13,7 +13,8 @@
 
 use async_trait::async_trait;
 use cortex_core::{
-    EmbedResult, EmbedTask, EmbeddingSignature, GenResult, LLMProvider, ProviderError, TokenUsage,
+    error::ProviderError, provider::EmbedResult, provider::EmbedTask, provider::GenResult,
+    provider::LLMProvider, provider::TokenUsage, signature::EmbeddingSignature,
 };
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};

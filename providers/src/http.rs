@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

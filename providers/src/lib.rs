@@ -1,4 +1,4 @@
-//! Model providers for Cortex, behind core's [`LLMProvider`](cortex_core::LLMProvider).
+//! Model providers for Cortex, behind core's [`LLMProvider`](cortex_core::provider::LLMProvider).
 //!
 //! - [`GeminiProvider`]: Google's Gemini API, embeddings and generation.
 //! - [`OpenAiProvider`]: any OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp,

@@ -6,7 +6,7 @@
 //! <https://jina.ai/reranker/> and <https://docs.voyageai.com/reference/reranker-api>.
 
 use async_trait::async_trait;
-use cortex_core::{ProviderError, RerankHit, Reranker};
+use cortex_core::{error::ProviderError, reranker::RerankHit, reranker::Reranker};
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

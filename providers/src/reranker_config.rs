@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cortex_core::{ProviderError, Reranker};
+use cortex_core::{error::ProviderError, reranker::Reranker};
 
 use crate::local::expand_home;
 use crate::rerank::{HttpReranker, RerankConfig};

@@ -1,7 +1,7 @@
 //! Checks on the vectors a provider sends back, before anyone can store them.
 
-use cortex_core::ProviderError;
 use cortex_core::embedding::validate_embedding;
+use cortex_core::error::ProviderError;
 
 /// Refuses an answer with the wrong number of vectors, or any vector that is empty, of
 /// the wrong dimension, non-finite or all zeros. A bad answer must be an error, never a

@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use cortex_core::records::Supersession;
+use cortex_core::memory::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
-    MemoryId, MemoryStore, NewMemory, ScoredMemory, SearchRequest, StoreResult,
+    error::StoreResult, hybrid::ScoredMemory, memory::Memory, memory::MemoryId,
+    new_memory::NewMemory, signature::EmbeddingSignature, store::Added, store::BuiltIndex,
+    store::Capabilities, store::Deleted, store::Generation, store::ListQuery, store::MemoryStore,
+    store::SearchRequest,
 };
 
 /// The store methods recall may call: the signature, the change counter, the index or the

@@ -10,9 +10,9 @@
 //!
 //! That is the core suite, over [`MemoryStore`] alone. Scenarios that need a capability
 //! run their checks only when the store reports it (the OpenDAL way):
-//! [`Capabilities::persistent`](cortex_core::Capabilities::persistent) gates close and
-//! reopen, [`shared`](cortex_core::Capabilities::shared) the scenarios with two handles,
-//! and [`search`](cortex_core::Capabilities::search) the pushdown's parity with the
+//! [`Capabilities::persistent`](cortex_core::store::Capabilities::persistent) gates close and
+//! reopen, [`shared`](cortex_core::store::Capabilities::shared) the scenarios with two handles,
+//! and [`search`](cortex_core::store::Capabilities::search) the pushdown's parity with the
 //! in-process path. A backend adds [`enrichment_suite!`] once it implements
 //! [`EnrichmentStore`], and [`transfer_suite!`] once it implements [`TransferStore`].
 // Test support: a failed expectation is a panic that names it.
@@ -28,7 +28,9 @@ pub mod support;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
+use cortex_core::{
+    enrichment_store::EnrichmentStore, keys::KeyStore, store::MemoryStore, transfer::TransferStore,
+};
 
 /// Creates isolated storage for one scenario.
 #[async_trait]

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use cortex_core::Memory;
+use cortex_core::memory::Memory;
 use cortex_core::tokenizer::tokenize;
 
 const K1: f64 = 1.2;

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use cortex_core::{
-    CortexMemory, EmbedResult, EmbedTask, EmbeddingSignature, EnrichmentStore, GenResult,
-    LLMProvider, MemoryKind, MemoryStore, ProviderError, TokenUsage,
+    engine::CortexMemory, enrichment_store::EnrichmentStore, error::ProviderError,
+    memory::MemoryKind, provider::EmbedResult, provider::EmbedTask, provider::GenResult,
+    provider::LLMProvider, provider::TokenUsage, signature::EmbeddingSignature, store::MemoryStore,
 };
 use cortex_providers::FakeProvider;
 
@@ -57,7 +58,7 @@ pub async fn remember_all(
     engine: &CortexMemory,
     user: &str,
     texts: &[&str],
-) -> Vec<cortex_core::Memory> {
+) -> Vec<cortex_core::memory::Memory> {
     let mut out = Vec::new();
     for text in texts {
         out.push(
@@ -198,7 +199,7 @@ impl ScriptedReranker {
 }
 
 #[async_trait]
-impl cortex_core::Reranker for ScriptedReranker {
+impl cortex_core::reranker::Reranker for ScriptedReranker {
     fn name(&self) -> &str {
         "scripted-reranker"
     }
@@ -208,8 +209,8 @@ impl cortex_core::Reranker for ScriptedReranker {
         _query: &str,
         documents: &[String],
         top_n: usize,
-    ) -> Result<Vec<cortex_core::RerankHit>, ProviderError> {
-        use cortex_core::RerankHit;
+    ) -> Result<Vec<cortex_core::reranker::RerankHit>, ProviderError> {
+        use cortex_core::reranker::RerankHit;
         self.calls.fetch_add(1, Ordering::SeqCst);
         *self.seen.lock().unwrap() = documents.len();
         let n = documents.len();

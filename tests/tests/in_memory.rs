@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use cortex_conformance::{
     StoreFactory, TestStorage, conformance_suite, enrichment_suite, key_suite, transfer_suite,
 };
-use cortex_core::{EnrichmentStore, InMemoryStore, KeyStore, MemoryStore, TransferStore};
+use cortex_core::{
+    enrichment_store::EnrichmentStore, in_memory::InMemoryStore, keys::KeyStore,
+    store::MemoryStore, transfer::TransferStore,
+};
 
 struct InMemory;
 

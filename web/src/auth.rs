@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use cortex_core::Scope;
+use cortex_core::keys::Scope;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.

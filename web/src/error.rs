@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use cortex_app::FilterError;
-use cortex_core::{CortexError, StoreError};
+use cortex_core::{error::CortexError, error::StoreError};
 use maud::html;
 
 use crate::html::layout;

@@ -3,7 +3,7 @@
 //! inline script or style anywhere: the stylesheet is `/assets/cortex.css`.
 
 use chrono::{DateTime, Utc};
-use cortex_core::Memory;
+use cortex_core::memory::Memory;
 use maud::{DOCTYPE, Markup, html};
 
 use crate::auth::Session;

@@ -1,7 +1,7 @@
 //! Reading what a page's query string and forms carry.
 
 use cortex_app::FilterText;
-use cortex_core::MemoryFilter;
+use cortex_core::filter::MemoryFilter;
 
 use crate::error::WebError;
 

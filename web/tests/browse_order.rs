@@ -8,7 +8,7 @@ mod support;
 
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use cortex_core::MemoryKind;
+use cortex_core::memory::MemoryKind;
 use cortex_web::WebConfig;
 use support::*;
 
@@ -49,7 +49,7 @@ async fn browse_is_newest_first_by_the_date_it_shows() {
                     content,
                     MemoryKind::Fact,
                     &[],
-                    &cortex_core::MemorizeOptions {
+                    &cortex_core::engine::MemorizeOptions {
                         created_at: created.map(date),
                         ..Default::default()
                     },

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use cortex_app::engine::Engine;
-use cortex_core::MemoryKind;
+use cortex_core::memory::MemoryKind;
 use cortex_web::{Login, OneTimeToken, SESSION_COOKIE, Viewer, WebConfig};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -251,7 +251,7 @@ impl Site {
     /// memorize's JSON arguments.
     async fn remember_structured(&self, user: &str, content: &str, structure: Value) -> String {
         let args: cortex_app::StructureArgs = serde_json::from_value(structure).unwrap();
-        let options = cortex_core::MemorizeOptions {
+        let options = cortex_core::engine::MemorizeOptions {
             structure: args.into_structure().unwrap(),
             ..Default::default()
         };
@@ -1147,7 +1147,7 @@ async fn stats_and_export_show_and_download_only_the_users_own_memories() {
         .retag(
             "ada",
             &tea,
-            &cortex_core::Retag {
+            &cortex_core::engine::Retag {
                 kind: None,
                 add: vec!["tea".into()],
                 remove: vec![],

@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use cortex_core::{MemoryFilter, MemoryKind};
+use cortex_core::{filter::MemoryFilter, memory::MemoryKind};
 use cortex_web::{CSP, OneTimeToken, WebConfig};
 use support::*;
 
@@ -138,7 +138,10 @@ const ESCAPED: [&str; 2] = [
 
 /// A memory of `XSS` whose entity, relation and event hold it too.
 async fn remember_markup(engine: &cortex_app::engine::Engine) -> String {
-    use cortex_core::{MemorizeOptions, MemoryStructure, StructureEntity, StructureEvent};
+    use cortex_core::{
+        engine::MemorizeOptions, structure::MemoryStructure, structure::StructureEntity,
+        structure::StructureEvent,
+    };
     let structure = MemoryStructure {
         entities: vec![
             StructureEntity {
@@ -151,7 +154,7 @@ async fn remember_markup(engine: &cortex_app::engine::Engine) -> String {
                 ..Default::default()
             },
         ],
-        relations: vec![cortex_core::StructureRelation {
+        relations: vec![cortex_core::structure::StructureRelation {
             from: "Grace".into(),
             label: "likes".into(),
             to: XSS.into(),
@@ -693,7 +696,7 @@ async fn a_read_only_login_sees_everything_and_changes_nothing() {
             "r".to_owned(),
             cortex_web::Viewer {
                 user: "ada".into(),
-                scope: cortex_core::Scope::Read,
+                scope: cortex_core::keys::Scope::Read,
                 key_id: None,
             },
         )]

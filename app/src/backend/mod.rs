@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{KeyStore, StoreError, TransferStore};
+use cortex_core::{error::StoreError, keys::KeyStore, transfer::TransferStore};
 
 pub use postgres::PostgresBackend;
 pub use sqlite::SqliteBackend;

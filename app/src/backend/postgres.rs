@@ -4,7 +4,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{KeyStore, StoreError, TransferStore};
+use cortex_core::{error::StoreError, keys::KeyStore, transfer::TransferStore};
 use cortex_postgres::{PostgresConfig, PostgresStore};
 
 use super::{Backend, BackendKind, Footprint, Inspection, Presence, Storage};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{KeyStore, StoreError, TransferStore};
+use cortex_core::{error::StoreError, keys::KeyStore, transfer::TransferStore};
 use cortex_sqlite::{SqliteConfig, SqliteStore, Synchronous};
 
 use super::{Backend, BackendKind, Footprint, Inspection, Presence, Storage};

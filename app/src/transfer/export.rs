@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use cortex_core::{StoreError, TransferStore};
+use cortex_core::{error::StoreError, transfer::TransferStore};
 
 use crate::transfer::format::{FORMAT_NAME, FORMAT_VERSION, Header, Line, MARKDOWN_TITLE};
 use crate::transfer::pager::Pager;
@@ -273,7 +273,10 @@ fn write_markdown(out: &mut dyn Write, line: &Line) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use cortex_core::{EmbeddingSignature, InMemoryStore, MemoryKind, NewMemory};
+    use cortex_core::{
+        in_memory::InMemoryStore, memory::MemoryKind, new_memory::NewMemory,
+        signature::EmbeddingSignature,
+    };
     use uuid::Uuid;
 
     use super::*;

@@ -5,8 +5,12 @@
 //! before it and an import can write the file front to back.
 
 use chrono::{DateTime, Utc};
-use cortex_core::records::{Entity, EntityEdge, Event, Supersession};
-use cortex_core::{EmbeddingSignature, EntityLink, MemoryKind, Record, StoredMemory};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{Entity, EntityEdge, Event};
+use cortex_core::{
+    memory::MemoryKind, signature::EmbeddingSignature, transfer::EntityLink, transfer::Record,
+    transfer::StoredMemory,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 

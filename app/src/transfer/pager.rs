@@ -1,6 +1,6 @@
 //! Reading one user's records out of a store a page at a time, in export order.
 
-use cortex_core::{RecordKind, StoreError, TransferStore};
+use cortex_core::{error::StoreError, transfer::RecordKind, transfer::TransferStore};
 
 use crate::transfer::format::{Line, MemoryLine};
 

@@ -2,8 +2,9 @@
 //! reads its columns by name, so it reads them wherever a statement puts them (beside
 //! another record's, or after some other columns).
 
-use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
-use cortex_core::{EntityLink, Memory, MemoryKind, StoreError};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{Entity, EntityEdge, EntityRole, Event};
+use cortex_core::{error::StoreError, memory::Memory, memory::MemoryKind, transfer::EntityLink};
 use sea_query::{ColumnRef, IntoColumnRef, IntoIden};
 use tokio_postgres::Row;
 

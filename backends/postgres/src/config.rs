@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 
 use crate::error::Server;

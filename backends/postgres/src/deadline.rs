@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::{Hook, HookError, Object, Pool, StatementCache};
 
 use crate::config::Timeouts;

@@ -4,7 +4,7 @@
 //! not, so they sit behind one handle instead of beside `MemoryStore` on the store.
 
 use cortex_core::embedding::normalized;
-use cortex_core::{SearchRequest, StoreError};
+use cortex_core::{error::StoreError, store::SearchRequest};
 
 use crate::config::{AnnIndex, HnswBuild};
 use crate::hnsw_memory::{HnswMemory, hnsw_memory};

@@ -10,8 +10,9 @@ use cortex_core::records::{
     normalize_entity_name,
 };
 use cortex_core::{
-    EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, MemoryRecords, StoreError,
-    StoreResult,
+    enrichment_store::EnrichmentStore, enrichment_store::ExtractionRecords,
+    enrichment_store::MemoryRecords, error::StoreError, error::StoreResult, memory::Memory,
+    memory::MemoryId, transfer::EntityLink,
 };
 use deadpool_postgres::{Object, Transaction};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query};

@@ -12,7 +12,7 @@ use std::fmt;
 use std::time::Duration;
 
 use cortex_core::error::BoxError;
-use cortex_core::{BackendFault, StoreError};
+use cortex_core::{error::BackendFault, error::StoreError};
 use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::config::Host;
 use tokio_postgres::error::{DbError, SqlState};

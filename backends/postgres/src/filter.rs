@@ -3,7 +3,7 @@
 //! a search leave out the expiry condition when it holds for every memory.
 
 use chrono::{DateTime, SubsecRound, Utc};
-use cortex_core::MemoryFilter;
+use cortex_core::filter::MemoryFilter;
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 
 use crate::names::Names;

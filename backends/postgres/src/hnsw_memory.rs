@@ -8,7 +8,7 @@
 //! warning when a handle first searches with the index, and the figures in
 //! [`Diagnostics::hnsw_memory`](crate::Diagnostics::hnsw_memory) and `cortex stats`.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 use crate::names::Names;
 use crate::pg_err;

@@ -2,7 +2,7 @@
 //! store ([`crate::PostgresStore::connect`]) installs pgvector and creates the schema,
 //! which a check must not do.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use tokio_postgres::Client;
 
 use crate::config::PostgresConfig;

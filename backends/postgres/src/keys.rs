@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use cortex_core::keys::{KeyStore, Scope, StoredKey};
-use cortex_core::{StoreError, StoreResult};
+use cortex_core::{error::StoreError, error::StoreResult};
 use sea_query::{Expr, ExprTrait, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 

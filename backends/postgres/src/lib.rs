@@ -1,6 +1,6 @@
 //! The PostgreSQL + pgvector backend.
 //!
-//! [`PostgresStore`] implements [`MemoryStore`](cortex_core::MemoryStore) over a
+//! [`PostgresStore`] implements [`MemoryStore`](cortex_core::store::MemoryStore) over a
 //! deadpool-postgres pool, with SQL built by sea-query and every value bound as a parameter.
 //! Besides the `build_index` path it runs the whole hybrid query in SQL, two statements in
 //! one snapshot (the `search` pushdown): exact dense candidates re-scored with the core's own cosine
@@ -50,7 +50,7 @@ pub use schema::SCHEMA_VERSION;
 pub use search::lexical_path::{LexicalPath, LexicalPaths, RarestFirstLookups};
 pub use store::PostgresStore;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 /// Wraps a driver or pool error, classified (see [`error`]); anything else as it is.
 pub(crate) fn pg_err(e: impl Into<cortex_core::error::BoxError>) -> StoreError {

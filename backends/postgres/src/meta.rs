@@ -1,7 +1,7 @@
 //! The store's bookkeeping rows: the embedding signature in `meta`, and each user's change
 //! counter in `users`.
 
-use cortex_core::{EmbeddingSignature, Generation, StoreError};
+use cortex_core::{error::StoreError, signature::EmbeddingSignature, store::Generation};
 use deadpool_postgres::GenericClient;
 use sea_query::{Expr, ExprTrait, LockType, OnConflict, Query};
 

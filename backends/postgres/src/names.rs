@@ -1,7 +1,7 @@
 //! Where the store's objects live: the schema name, checked and quoted, and the
 //! schema-qualified names of its tables. A leaf: every module that builds SQL reads it.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use sea_query::{IdenStatic, TableRef};
 
 /// Schema names are plain lowercase identifiers: letters, digits and `_`, not starting

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, QueueMode, RecyclingMethod, Runtime,
 };

@@ -8,7 +8,7 @@
 //! the postings table and N and the average length come from one row, all read by the
 //! search statement in one snapshot.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use cortex_core::tokenizer::term_frequencies;
 use sea_query::{Expr, ExprTrait, IdenStatic, OnConflict, Query};
 

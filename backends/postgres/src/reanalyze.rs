@@ -8,7 +8,7 @@
 //! every memory's content. Content, vectors and every other record are untouched, and a
 //! crash midway rolls the whole rebuild back, to be redone at the next open.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use cortex_core::tokenizer::ANALYZER;
 use tokio_postgres::Transaction;
 

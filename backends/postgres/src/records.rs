@@ -4,7 +4,7 @@
 
 use cortex_core::record_tx::{LockScope, RecordTx};
 use cortex_core::records::{Entity, EntityEdge, EntityId, Event};
-use cortex_core::{EntityLink, MemoryId, StoreError, StoreResult};
+use cortex_core::{error::StoreError, error::StoreResult, memory::MemoryId, transfer::EntityLink};
 use deadpool_postgres::GenericClient;
 use sea_query::{BinOper, Expr, ExprTrait, IdenStatic, OnConflict, Order, Query, Value};
 

@@ -2,7 +2,10 @@
 //! in one transaction, so recall reads the old vectors until the commit that replaces them
 //! all.
 
-use cortex_core::{EmbeddingSignature, Memory, MemoryId, StoreError, StoreResult, Switch};
+use cortex_core::{
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId,
+    signature::EmbeddingSignature, transfer::Switch,
+};
 use deadpool_postgres::GenericClient;
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, LockType, Order, Query};

@@ -1,6 +1,6 @@
 //! The schema: names, the pgvector extension and versioned forward migrations.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 

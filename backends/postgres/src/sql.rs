@@ -3,7 +3,7 @@
 
 use std::fmt::Display;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::GenericClient;
 use sea_query::{IdenStatic, PostgresQueryBuilder};
 use sea_query_postgres::{PostgresBinder, PostgresValues};

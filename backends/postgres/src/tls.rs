@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};

@@ -4,8 +4,10 @@ use async_trait::async_trait;
 use cortex_core::record_tx::{self, RecordTx, existing_id};
 use cortex_core::records::{Entity, EntityEdge, Event};
 use cortex_core::{
-    EmbeddingSignature, EntityLink, Imported, ImportedEntity, Memory, MemoryId, MemoryStore,
-    NewMemory, Record, RecordKind, StoreError, StoreResult, StoredMemory, Switch, TransferStore,
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId, new_memory::NewMemory,
+    signature::EmbeddingSignature, store::MemoryStore, transfer::EntityLink, transfer::Imported,
+    transfer::ImportedEntity, transfer::Record, transfer::RecordKind, transfer::StoredMemory,
+    transfer::Switch, transfer::TransferStore,
 };
 use pgvector::Vector;
 use sea_query::{ColumnRef, Expr, ExprTrait, IdenStatic, IntoColumnRef, Order, Query, TableRef};

@@ -7,7 +7,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cortex_core::{EmbeddingSignature, MemoryKind, MemoryStore, NewMemory, StoreError};
+use cortex_core::{
+    error::StoreError, memory::MemoryKind, new_memory::NewMemory, signature::EmbeddingSignature,
+    store::MemoryStore,
+};
 use cortex_postgres::error::Cause;
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresError, PostgresStore};
 use support::TestSchema;

@@ -11,12 +11,14 @@
 mod support;
 
 use chrono::{DateTime, Duration, Utc};
-use cortex_core::records::Supersession;
+use cortex_core::memory::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, ImportItem, InMemoryStore, ListKey, ListQuery, Memory, MemoryFilter,
-    MemoryId, MemoryIndex, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest,
-    TransferStore, hybrid_retrieve, hybrid_retrieve_filtered,
+    filter::MemoryFilter, hybrid::ScoredMemory, hybrid::hybrid_retrieve,
+    hybrid::hybrid_retrieve_filtered, in_memory::InMemoryStore, index::MemoryIndex, memory::Memory,
+    memory::MemoryId, memory::MemoryKind, new_memory::NewMemory, signature::EmbeddingSignature,
+    store::ListKey, store::ListQuery, store::MemoryStore, store::SearchRequest,
+    transfer::ImportItem, transfer::TransferStore,
 };
 use cortex_postgres::{DenseMode, LexicalPaths, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
@@ -628,7 +630,7 @@ async fn transfer_keeps_expiry() {
         .collect();
     to.import_batch(&items, &signature()).await.unwrap();
     let imported = to.memories_after(USER, 0, 1000).await.unwrap();
-    let view = |s: &[cortex_core::StoredMemory]| {
+    let view = |s: &[cortex_core::transfer::StoredMemory]| {
         s.iter()
             .map(|s| {
                 let m = &s.memory;

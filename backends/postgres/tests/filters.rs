@@ -10,11 +10,13 @@
 mod support;
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
-use cortex_core::records::Supersession;
+use cortex_core::memory::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, InMemoryStore, ListKey, ListQuery, MemoryFilter, MemoryId, MemoryKind,
-    MemoryStore, NewMemory, ScoredMemory, SearchRequest, hybrid_retrieve_filtered,
+    filter::MemoryFilter, hybrid::ScoredMemory, hybrid::hybrid_retrieve_filtered,
+    in_memory::InMemoryStore, memory::MemoryId, memory::MemoryKind, new_memory::NewMemory,
+    signature::EmbeddingSignature, store::ListKey, store::ListQuery, store::MemoryStore,
+    store::SearchRequest,
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
@@ -205,7 +207,7 @@ async fn write_corpus(
 }
 
 fn fake_dimension(fake: &FakeProvider) -> usize {
-    cortex_core::LLMProvider::embedding_signature(fake).dimension
+    cortex_core::provider::LLMProvider::embedding_signature(fake).dimension
 }
 
 fn queries() -> Vec<String> {
@@ -340,7 +342,8 @@ async fn filtered_search_matches_the_core() {
         filter: MemoryFilter::default(),
     };
     let expected =
-        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 10).unwrap();
+        cortex_core::hybrid::hybrid_retrieve(&index, &request.embedding, &request.terms, 10)
+            .unwrap();
     same(
         "no filter",
         &expected,
@@ -547,7 +550,8 @@ async fn filtered_list_pages_match_the_in_memory_store() {
                 };
                 let a = pg.list(user, &page(pg_cursor)).await.unwrap();
                 let b = memory.list(user, &page(memory_cursor)).await.unwrap();
-                let ids = |m: &[cortex_core::Memory]| m.iter().map(|m| m.id).collect::<Vec<_>>();
+                let ids =
+                    |m: &[cortex_core::memory::Memory]| m.iter().map(|m| m.id).collect::<Vec<_>>();
                 assert_eq!(
                     ids(&a),
                     ids(&b),

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cortex_core::{CortexMemory, MemoryKind};
+use cortex_core::{engine::CortexMemory, memory::MemoryKind};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
 use support::TestSchema;

@@ -9,11 +9,11 @@ mod support;
 use chrono::Utc;
 use cortex_conformance::scenarios::{CORPUS, QUERIES};
 use cortex_core::hybrid::MIN_POOL;
-use cortex_core::records::Supersession;
+use cortex_core::memory::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryId, MemoryKind, MemoryStore, NewMemory, ScoredMemory, SearchRequest,
-    hybrid_retrieve,
+    hybrid::ScoredMemory, hybrid::hybrid_retrieve, memory::MemoryId, memory::MemoryKind,
+    new_memory::NewMemory, signature::EmbeddingSignature, store::MemoryStore, store::SearchRequest,
 };
 use cortex_postgres::{
     DEFAULT_PRUNE_BUDGET, DenseMode, LexicalPaths, PostgresConfig, PostgresStore,
@@ -126,7 +126,9 @@ enum Embedder {
 impl Embedder {
     fn dimension(&self) -> usize {
         match self {
-            Embedder::Fake(f) => cortex_core::LLMProvider::embedding_signature(f).dimension,
+            Embedder::Fake(f) => {
+                cortex_core::provider::LLMProvider::embedding_signature(f).dimension
+            }
             Embedder::Clustered { centers } => centers[0].len(),
         }
     }

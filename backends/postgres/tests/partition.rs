@@ -19,7 +19,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cortex_core::{CortexError, CortexMemory, MemoryKind, StoreError};
+use cortex_core::{
+    engine::CortexMemory, error::CortexError, error::StoreError, memory::MemoryKind,
+};
 use cortex_postgres::error::Cause;
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresError, PostgresStore, Timeouts};
 use cortex_providers::FakeProvider;

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cortex_core::{CortexMemory, MemoryId, MemoryKind, MemoryStore};
+use cortex_core::{engine::CortexMemory, memory::MemoryId, memory::MemoryKind, store::MemoryStore};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;
 use support::TestSchema;

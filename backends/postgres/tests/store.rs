@@ -12,11 +12,11 @@ use std::time::Duration;
 use chrono::Utc;
 use cortex_core::embedding::normalized;
 use cortex_core::hybrid::MIN_POOL;
-use cortex_core::records::Supersession;
+use cortex_core::memory::Supersession;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryFilter, MemoryIndex, MemoryKind, MemoryStore, NewMemory,
-    SearchRequest, StoreError,
+    error::StoreError, filter::MemoryFilter, index::MemoryIndex, memory::MemoryKind,
+    new_memory::NewMemory, signature::EmbeddingSignature, store::MemoryStore, store::SearchRequest,
 };
 use cortex_postgres::{
     AnnIndex, DenseMode, HnswBuild, IvfFlat, LexicalPaths, PostgresConfig, PostgresStore,
@@ -254,7 +254,7 @@ async fn pruned_search_equals_full_scoring() {
             filter: Default::default(),
         };
         let expected =
-            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
+            cortex_core::hybrid::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
                 .unwrap();
         assert_eq!(
             pruning.search("u", &request).await.unwrap(),
@@ -347,7 +347,7 @@ async fn rarest_first_looks_up_in_stages() {
             filter: Default::default(),
         };
         let expected =
-            cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
+            cortex_core::hybrid::hybrid_retrieve(&index, &request.embedding, &request.terms, top_k)
                 .unwrap();
         let staged = &staged;
         async move { (staged.search("u", &request).await.unwrap(), expected) }
@@ -414,7 +414,8 @@ async fn term_bounds_come_from_the_best_posting() {
         filter: Default::default(),
     };
     let expected =
-        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 1).unwrap();
+        cortex_core::hybrid::hybrid_retrieve(&index, &request.embedding, &request.terms, 1)
+            .unwrap();
     assert_eq!(pruning.search("u", &request).await.unwrap(), expected);
     assert_eq!(
         pruning.diagnostics().lexical_paths(),
@@ -447,7 +448,8 @@ async fn term_bounds_come_from_the_best_posting() {
         filter: Default::default(),
     };
     let expected =
-        cortex_core::hybrid_retrieve(&index, &request.embedding, &request.terms, 3).unwrap();
+        cortex_core::hybrid::hybrid_retrieve(&index, &request.embedding, &request.terms, 3)
+            .unwrap();
     assert_eq!(expected[0].memory.content, long);
     assert_eq!(expected[0].lexical_rank, Some(1));
     assert_eq!(pruning.search("v", &request).await.unwrap(), expected);
@@ -488,7 +490,7 @@ async fn sql_cosine_equals_the_core_bit_for_bit() {
             let mut index = MemoryIndex::new(dimension);
             index
                 .insert(
-                    cortex_core::Memory {
+                    cortex_core::memory::Memory {
                         id: uuid::Uuid::new_v4(),
                         user_id: "u".into(),
                         content: "x".into(),

@@ -9,8 +9,9 @@ mod support;
 use cortex_core::embedding::cosine;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbeddingSignature, MemoryFilter, MemoryKind, MemoryStore, NewMemory, ScoredMemory,
-    SearchRequest, hybrid_retrieve, hybrid_retrieve_filtered,
+    filter::MemoryFilter, hybrid::ScoredMemory, hybrid::hybrid_retrieve,
+    hybrid::hybrid_retrieve_filtered, memory::MemoryKind, new_memory::NewMemory,
+    signature::EmbeddingSignature, store::MemoryStore, store::SearchRequest,
 };
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use cortex_providers::FakeProvider;

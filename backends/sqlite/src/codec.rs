@@ -1,8 +1,11 @@
 //! How values are laid out in SQLite columns, and the one decoder of each record's row.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use cortex_core::records::{Entity, EntityEdge, EntityRole, Event, Supersession};
-use cortex_core::{EntityLink, Memory, MemoryKind, StoreError, StoreResult};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{Entity, EntityEdge, EntityRole, Event};
+use cortex_core::{
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryKind, transfer::EntityLink,
+};
 use rusqlite::{Connection, Row};
 use uuid::Uuid;
 

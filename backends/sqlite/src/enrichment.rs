@@ -8,7 +8,9 @@ use cortex_core::records::{
     normalize_entity_name,
 };
 use cortex_core::{
-    EnrichmentStore, EntityLink, ExtractionRecords, Memory, MemoryId, MemoryRecords, StoreResult,
+    enrichment_store::EnrichmentStore, enrichment_store::ExtractionRecords,
+    enrichment_store::MemoryRecords, error::StoreResult, memory::Memory, memory::MemoryId,
+    transfer::EntityLink,
 };
 use rusqlite::params;
 

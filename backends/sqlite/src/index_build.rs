@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cortex_core::{
-    BuiltIndex, Generation, MemoryId, MemoryIndex, Snapshot, StoreError, StoreResult, VectorSource,
+    error::StoreError, error::StoreResult, index::MemoryIndex, index::Snapshot,
+    index::VectorSource, memory::MemoryId, store::BuiltIndex, store::Generation,
 };
 use rusqlite::{Connection, Rows, Transaction, params, params_from_iter};
 

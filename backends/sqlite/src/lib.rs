@@ -1,6 +1,6 @@
 //! The embedded SQLite backend: one file, no server, WAL mode.
 //!
-//! It implements [`MemoryStore`](cortex_core::MemoryStore) through the `build_index` path
+//! It implements [`MemoryStore`](cortex_core::store::MemoryStore) through the `build_index` path
 //! (no `search` pushdown): the engine materialises a user's live memories into the core
 //! index once and keeps it current through the per-user change counter.
 
@@ -22,7 +22,7 @@ mod writes;
 pub use schema::SCHEMA_VERSION;
 pub use store::{SqliteConfig, SqliteStore, Synchronous, default_path};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 pub(crate) fn db_err(e: rusqlite::Error) -> StoreError {
     StoreError::backend("sqlite", e)

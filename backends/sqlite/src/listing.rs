@@ -3,7 +3,7 @@
 //! Every condition is in the statement, so a selective filter reads only the rows it
 //! returns plus those the index walk passes over.
 
-use cortex_core::ListQuery;
+use cortex_core::store::ListQuery;
 use rusqlite::types::Value;
 
 use crate::codec::{LIVE, MEMORY_COLUMNS, encode_time};

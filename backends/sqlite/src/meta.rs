@@ -2,7 +2,9 @@
 //! user's change counter (`user_generations`). A leaf, so the writers and the store both
 //! read it without importing each other.
 
-use cortex_core::{EmbeddingSignature, Generation, StoreError, StoreResult};
+use cortex_core::{
+    error::StoreError, error::StoreResult, signature::EmbeddingSignature, store::Generation,
+};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::db_err;

@@ -7,7 +7,7 @@
 
 use cortex_core::record_tx::{LockScope, RecordTx};
 use cortex_core::records::{Entity, EntityEdge, EntityId, Event};
-use cortex_core::{EntityLink, MemoryId, StoreResult};
+use cortex_core::{error::StoreResult, memory::MemoryId, transfer::EntityLink};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::codec::{ENTITY_COLUMNS, decode_id, encode_id, encode_list, encode_time, entity_of};

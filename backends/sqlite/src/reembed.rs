@@ -2,7 +2,10 @@
 //! one transaction, so recall reads the old vectors until the very commit that replaces
 //! them all.
 
-use cortex_core::{EmbeddingSignature, Memory, MemoryId, StoreError, StoreResult, Switch};
+use cortex_core::{
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId,
+    signature::EmbeddingSignature, transfer::Switch,
+};
 use rusqlite::{Connection, Transaction, params};
 
 use crate::codec::{MEMORY_COLUMNS, MemoryRow, encode_id, encode_vector};

@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 use crate::db_err;
 

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cortex_core::memory::Supersession;
 use cortex_core::record_tx::{self, run_ready};
-use cortex_core::records::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
-    MemoryId, MemoryStore, NewMemory, StoreError, StoreResult,
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId, new_memory::NewMemory,
+    signature::EmbeddingSignature, store::Added, store::BuiltIndex, store::Capabilities,
+    store::Deleted, store::Generation, store::ListQuery, store::MemoryStore,
 };
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 

@@ -1,12 +1,14 @@
 //! [`TransferStore`] for SQLite: paged reads of every record, id-keeping imports.
 
 use async_trait::async_trait;
+use cortex_core::memory::Supersession;
 use cortex_core::record_tx::{self, run_ready};
-use cortex_core::records::{Entity, EntityEdge, Event, Supersession};
+use cortex_core::records::{Entity, EntityEdge, Event};
 use cortex_core::{
-    EmbeddingSignature, EntityLink, ImportItem, Imported, ImportedEntity, ItemImported, Memory,
-    MemoryId, NewMemory, Record, RecordKind, StoreError, StoreResult, StoredMemory, Switch,
-    TransferStore,
+    error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId, new_memory::NewMemory,
+    signature::EmbeddingSignature, transfer::EntityLink, transfer::ImportItem, transfer::Imported,
+    transfer::ImportedEntity, transfer::ItemImported, transfer::Record, transfer::RecordKind,
+    transfer::StoredMemory, transfer::Switch, transfer::TransferStore,
 };
 use rusqlite::{Connection, Transaction, params};
 

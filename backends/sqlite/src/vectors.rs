@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cortex_core::{Memory, StoreError, VectorSource};
+use cortex_core::{error::StoreError, index::VectorSource, memory::Memory};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::codec::{decode_vector, encode_id};

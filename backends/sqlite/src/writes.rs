@@ -2,9 +2,12 @@
 //! store methods run one per transaction, an import batch runs many in one. The other
 //! records' writes are the core's, over [`SqliteRecords`].
 
+use cortex_core::memory::Supersession;
 use cortex_core::record_tx::{RecordTx, existing_id, require_memory, run_ready};
-use cortex_core::records::Supersession;
-use cortex_core::{EmbeddingSignature, Imported, NewMemory, StoreError, StoreResult};
+use cortex_core::{
+    error::StoreError, error::StoreResult, new_memory::NewMemory, signature::EmbeddingSignature,
+    transfer::Imported,
+};
 use rusqlite::{Transaction, params};
 
 use crate::codec::{encode_id, encode_list, encode_time, encode_vector};

@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use cortex_conformance::{
     StoreFactory, TestStorage, conformance_suite, enrichment_suite, key_suite, transfer_suite,
 };
-use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
+use cortex_core::{
+    enrichment_store::EnrichmentStore, keys::KeyStore, store::MemoryStore, transfer::TransferStore,
+};
 use cortex_sqlite::SqliteStore;
 
 struct Sqlite;

@@ -7,7 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cortex_core::{CortexMemory, MemorizeOptions, MemoryKind, MemoryStore};
+use cortex_core::{
+    engine::CortexMemory, engine::MemorizeOptions, memory::MemoryKind, store::MemoryStore,
+};
 use cortex_providers::FakeProvider;
 use cortex_sqlite::{SqliteConfig, SqliteStore};
 use rusqlite::{Connection, params};
@@ -136,7 +138,7 @@ async fn a_snapshot_behind_the_file_is_caught_up_to_it() {
     let listed = other.list_memories(USER, 100).await.unwrap();
     let (a, b, c) = (&listed[20], &listed[30], &listed[40]);
     other.forget(USER, &a.id.to_string()).await.unwrap();
-    let options = |id: &cortex_core::MemoryId| MemorizeOptions {
+    let options = |id: &cortex_core::memory::MemoryId| MemorizeOptions {
         replaces: Some(id.to_string()),
         ..MemorizeOptions::default()
     };

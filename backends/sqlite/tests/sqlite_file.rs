@@ -7,7 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
 use cortex_core::{
-    CortexMemory, LLMProvider, MemoryId, MemoryKind, MemoryStore, NewMemory, StoreError,
+    engine::CortexMemory, error::StoreError, memory::MemoryId, memory::MemoryKind,
+    new_memory::NewMemory, provider::LLMProvider, store::MemoryStore,
 };
 use cortex_providers::FakeProvider;
 use cortex_sqlite::{SCHEMA_VERSION, SqliteConfig, SqliteStore, Synchronous};

@@ -52,7 +52,7 @@ pub struct LocomoTurn {
     pub blip_caption: Option<String>,
     /// The kind it is stored as (memory sets name one; LoCoMo's turns are notes).
     #[serde(default)]
-    pub kind: Option<cortex_core::MemoryKind>,
+    pub kind: Option<cortex_core::memory::MemoryKind>,
 }
 
 /// One question with its normalised evidence ids.

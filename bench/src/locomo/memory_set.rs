@@ -16,7 +16,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use cortex_core::MemoryKind;
+use cortex_core::memory::MemoryKind;
 use serde::Deserialize;
 
 use super::dataset::{LocomoQuestion, LocomoTurn, Sample, Session};

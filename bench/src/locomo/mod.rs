@@ -9,7 +9,7 @@ pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use cortex_core::{CortexMemory, EngineConfig};
+use cortex_core::{engine::CortexMemory, engine::EngineConfig};
 
 use crate::backend::Backend;
 use crate::error::BenchError;

@@ -10,8 +10,9 @@ use cortex_app::transfer::export;
 use cortex_app::{FilterError, StructureArgs};
 use cortex_core::listing;
 use cortex_core::{
-    ListKey, ListQuery, MemorizeOptions, Memory, MemoryFilter, MemoryKind, MemoryState,
-    MemoryStructure, Retag,
+    engine::MemorizeOptions, engine::Retag, filter::MemoryFilter, memory::Memory,
+    memory::MemoryKind, memory::MemoryState, store::ListKey, store::ListQuery,
+    structure::MemoryStructure,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -122,7 +123,7 @@ pub async fn add(args: AddArgs) -> Result<(), AdminError> {
 /// What `cortex add` says: the memory written (or the duplicate kept) and, for a
 /// correction, which memories it replaced. `superseded <id>` named the new, live memory
 /// with the word for the old ones.
-fn added_line(done: &cortex_core::Memorized) -> String {
+fn added_line(done: &cortex_core::engine::Memorized) -> String {
     let replaced: Vec<String> = done.superseded.iter().map(ToString::to_string).collect();
     match (done.status.as_str(), replaced.is_empty()) {
         ("duplicate", _) => format!("duplicate of {}: nothing written", done.memory.id),
@@ -160,7 +161,7 @@ pub async fn search(args: SearchArgs) -> Result<(), AdminError> {
 /// newest first by `created_at`, the cursor the last memory's position, so every memory
 /// is reachable and none repeats, whatever is added meanwhile.
 pub async fn list(args: ListArgs) -> Result<(), AdminError> {
-    if !(1..=cortex_core::MAX_LIMIT).contains(&args.limit) {
+    if !(1..=cortex_core::listing::MAX_LIMIT).contains(&args.limit) {
         return Err(AdminError::Usage("--limit must be 1 to 1000".into()));
     }
     let mut filter = filter_of(&args.filter)?;
@@ -204,7 +205,7 @@ pub async fn list(args: ListArgs) -> Result<(), AdminError> {
 /// A page of the same list with superseded memories in it too, which no store lists:
 /// every memory read, then ordered and cut as `listing` orders and cuts.
 async fn with_superseded(
-    store: &dyn cortex_core::TransferStore,
+    store: &dyn cortex_core::transfer::TransferStore,
     user: &str,
     mut filter: MemoryFilter,
     limit: usize,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cortex_app::engine::{honour_store, open_store};
 use cortex_app::{Presence, ServerConfig, Storage};
-use cortex_core::{EmbedTask, TransferStore};
+use cortex_core::{provider::EmbedTask, transfer::TransferStore};
 use cortex_providers::EmbedProviderKind;
 use serde::Serialize;
 
@@ -154,8 +154,8 @@ fn model_files(local: &cortex_providers::LocalSettings) -> Result<String, String
 /// The store's signature against the embedder's in effect (unknown while it cannot be
 /// built).
 fn signature_check(
-    stored: Result<Option<cortex_core::EmbeddingSignature>, String>,
-    configured: Option<cortex_core::EmbeddingSignature>,
+    stored: Result<Option<cortex_core::signature::EmbeddingSignature>, String>,
+    configured: Option<cortex_core::signature::EmbeddingSignature>,
 ) -> Result<String, String> {
     match (stored, configured) {
         (Ok(None), Some(configured)) => Ok(format!(

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use cortex_app::config::ConfigError;
 use cortex_app::engine::EngineError;
 use cortex_app::transfer::ExportError;
-use cortex_core::{CortexError, EmbeddingSignature, ProviderError, StoreError};
+use cortex_core::{
+    error::CortexError, error::ProviderError, error::StoreError, signature::EmbeddingSignature,
+};
 use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]

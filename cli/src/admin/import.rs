@@ -21,8 +21,9 @@ use cortex_app::transfer::format::{
 use cortex_core::memory::DEFAULT_MAX_CONTENT_BYTES;
 use cortex_core::records::EntityId;
 use cortex_core::{
-    EmbedTask, EmbeddingSignature, EntityLink, ImportItem, Imported, LLMProvider, NewMemory,
-    Record, TransferStore,
+    new_memory::NewMemory, provider::EmbedTask, provider::LLMProvider,
+    signature::EmbeddingSignature, transfer::EntityLink, transfer::ImportItem, transfer::Imported,
+    transfer::Record, transfer::TransferStore,
 };
 
 use crate::admin::error::{AdminError, LastGood};
@@ -201,7 +202,7 @@ pub(crate) fn check_vectors(
     signature: &EmbeddingSignature,
 ) -> Result<(), AdminError> {
     if vectors.len() != texts {
-        let problem = cortex_core::EmbeddingProblem::WrongCount {
+        let problem = cortex_core::error::EmbeddingProblem::WrongCount {
             expected: texts,
             got: vectors.len(),
         };

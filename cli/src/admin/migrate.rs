@@ -2,7 +2,7 @@
 
 use cortex_app::transfer::format::{FORMAT_NAME, FORMAT_VERSION, Header};
 use cortex_app::transfer::pager::Pager;
-use cortex_core::TransferStore;
+use cortex_core::transfer::TransferStore;
 
 use crate::admin::error::AdminError;
 use crate::admin::import::{Importer, Tally, Vectors};

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use cortex_app::engine::{honour_store, open_store};
 use cortex_app::{Engine, ServerConfig, Storage, StoreSettings, build_engine};
-use cortex_core::TransferStore;
+use cortex_core::transfer::TransferStore;
 use cortex_postgres::config::redact_url;
 
 pub use error::AdminError;
@@ -117,7 +117,7 @@ pub fn storage_of(target: &str) -> Result<Storage, AdminError> {
             // Drivers read the scheme in lower case only.
             let url = format!("{scheme}://{rest}");
             kind.for_target(&url, "--to").map_err(|e| match e {
-                cortex_core::StoreError::Config(message) => AdminError::Usage(message),
+                cortex_core::error::StoreError::Config(message) => AdminError::Usage(message),
                 other => AdminError::Store(other),
             })
         }

@@ -3,7 +3,10 @@
 //! old vectors until the switch; a run stopped anywhere is resumed by running it again
 //! (staged vectors are kept, so nothing is embedded twice).
 
-use cortex_core::{EmbedTask, EmbeddingSignature, LLMProvider, Switch, TransferStore};
+use cortex_core::{
+    provider::EmbedTask, provider::LLMProvider, signature::EmbeddingSignature, transfer::Switch,
+    transfer::TransferStore,
+};
 use serde::Serialize;
 
 use crate::admin::error::AdminError;

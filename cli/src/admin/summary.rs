@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use cortex_app::transfer::format::Line;
 use cortex_app::transfer::pager::Pager;
-use cortex_core::TransferStore;
+use cortex_core::transfer::TransferStore;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 

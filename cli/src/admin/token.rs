@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use cortex_app::StoreSettings;
 use cortex_app::engine::open_key_store;
-use cortex_core::KeyStore;
+use cortex_core::keys::KeyStore;
 use cortex_core::keys::{self, Scope, StoredKey};
 use serde_json::json;
 

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use cortex_app::{ServerConfig, build_engine};
-use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
-use cortex_core::{EnrichmentStore, MemoryId, MemoryKind};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event};
+use cortex_core::{enrichment_store::EnrichmentStore, memory::MemoryId, memory::MemoryKind};
 use serde_json::Value;
 
 /// A command's environment: nothing else reaches the binary.
@@ -216,7 +217,7 @@ pub async fn seed(env: &Env) -> Seeded {
                 text,
                 kind,
                 &tags,
-                &cortex_core::MemorizeOptions {
+                &cortex_core::engine::MemorizeOptions {
                     created_at: at,
                     ..Default::default()
                 },

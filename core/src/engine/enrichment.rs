@@ -8,13 +8,14 @@ use std::sync::atomic::Ordering;
 use super::CortexMemory;
 use crate::enrichment_store::{ExtractedEdge, ExtractedLink, ExtractionRecords};
 use crate::error::{ProviderError, StoreError};
+use crate::memory::Supersession;
 use crate::memory::{Memory, MemoryId, now};
 use crate::reader::ParseError;
 use crate::reader::arbiter::{ArbiterCandidate, build_arbiter_prompt, parse_verdict};
 use crate::reader::extraction::{
     Extraction, SELF_ENTITY, build_extraction_prompt, parse_extraction,
 };
-use crate::records::{EntityRole, EntityUpsert, Event, Supersession};
+use crate::records::{EntityRole, EntityUpsert, Event};
 use crate::usage::CallKind;
 
 /// Why an enrichment step did not complete (the memory itself is stored regardless).

@@ -35,7 +35,6 @@ use crate::store::MemoryStore;
 use crate::usage::{ProviderUsage, UsageMeter};
 use index_cache::IndexCache;
 
-pub use crate::listing::MAX_LIMIT;
 /// Fewest hex characters a forget prefix must have.
 pub const MIN_PREFIX_HEX: usize = 4;
 

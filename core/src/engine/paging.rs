@@ -20,7 +20,7 @@ impl CortexMemory {
     }
 
     /// One page of the live memories that pass `filter`, newest first by
-    /// [`ListKey`](crate::ListKey), starting after `cursor` (a previous page's
+    /// [`ListKey`](crate::store::ListKey), starting after `cursor` (a previous page's
     /// [`Page::next_cursor`]); expired ones are left out unless the filter includes them,
     /// as they stand on this engine's clock.
     pub async fn list_page(

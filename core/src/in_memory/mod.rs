@@ -6,15 +6,16 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::error::StoreResult;
 use crate::index::MemoryIndex;
+use crate::memory::Supersession;
 use crate::memory::{Memory, MemoryId};
 use crate::new_memory::NewMemory;
 use crate::record_tx::{self, run_ready};
-use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event, Supersession};
+use crate::records::{Entity, EntityEdge, EntityId, EntityRole, Event};
 use crate::signature::EmbeddingSignature;
 use crate::store::{
     Added, BuiltIndex, Capabilities, Deleted, Generation, ListKey, ListQuery, MemoryStore,
-    StoreResult,
 };
 
 mod enrichment;

@@ -308,7 +308,7 @@ pub async fn mock_llm() -> String {
 
 /// A store of its own for one test, and the settings that point the server at it.
 pub struct TestStore {
-    pub keys: std::sync::Arc<dyn cortex_core::KeyStore>,
+    pub keys: std::sync::Arc<dyn cortex_core::keys::KeyStore>,
     env: Vec<(String, String)>,
     _dir: Option<tempfile::TempDir>,
     postgres: Option<(std::sync::Arc<cortex_postgres::PostgresStore>, String)>,

@@ -3,7 +3,7 @@
 //! and hybrid and dense-only queries near stored vectors. Seeded, so a kept schema holds
 //! what a later run generates.
 
-use cortex_core::SearchRequest;
+use cortex_core::store::SearchRequest;
 use cortex_core::tokenizer::query_terms;
 
 use super::{DIM, TOP_K};

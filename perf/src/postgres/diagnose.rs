@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use cortex_core::{MemoryStore, SearchRequest};
+use cortex_core::{store::MemoryStore, store::SearchRequest};
 use cortex_postgres::{PostgresConfig, PostgresStore};
 
 use super::USER;

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use cortex_core::{MemoryStore, SearchRequest};
+use cortex_core::{store::MemoryStore, store::SearchRequest};
 use cortex_postgres::{PostgresStore, RarestFirstLookups};
 
 use super::USER;

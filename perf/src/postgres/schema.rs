@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cortex_core::{CortexError, EmbeddingSignature, MemoryStore, NewMemory};
+use cortex_core::{
+    error::CortexError, new_memory::NewMemory, signature::EmbeddingSignature, store::MemoryStore,
+};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 
 use super::corpus::Corpus;
@@ -51,7 +53,7 @@ pub(crate) async fn load(
             for (m, v) in chunk {
                 store.add(&m, &v, &sig).await?;
             }
-            Ok::<_, cortex_core::StoreError>(())
+            Ok::<_, cortex_core::error::StoreError>(())
         }));
     }
     for t in tasks {

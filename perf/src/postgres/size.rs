@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use cortex_core::{MemoryKind, MemoryStore, NewMemory, SearchRequest};
+use cortex_core::{
+    memory::MemoryKind, new_memory::NewMemory, store::MemoryStore, store::SearchRequest,
+};
 use cortex_postgres::{
     AnnIndex, DenseMode, HnswBuild, LexicalPaths, PostgresConfig, PostgresStore,
 };

@@ -2,7 +2,7 @@
 //! `--pg-probes`), each paired with the iterative scan from the start, and BM25 prune
 //! budgets and lookup costs (`--pg-budgets`, `--pg-lookup-costs`).
 
-use cortex_core::MemoryStore;
+use cortex_core::store::MemoryStore;
 use cortex_postgres::{
     DEFAULT_LOOKUP_COST, DEFAULT_PRUNE_BUDGET, DenseMode, PostgresConfig, PostgresStore,
 };

@@ -9,7 +9,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use tokenizers::{Encoding, Tokenizer};
 
 use super::files::{CONFIG, TOKENIZER, WEIGHTS, config_error, read_json_object_if_present};

@@ -10,7 +10,7 @@ use std::path::Path;
 use candle_core::{Device, IndexOp};
 use candle_nn::{Linear, Module, linear};
 use candle_transformers::models::bert::BertModel;
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use tokenizers::{EncodeInput, Encoding, Tokenizer};
 
 use super::bert::{Padded, invalid, pad_id, read_config, read_weights, weights_error};

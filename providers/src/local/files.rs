@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use serde_json::{Map, Value};
 
 use super::settings::LocalModelKind;

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use hf_hub::api::sync::ApiBuilder;
 
 use super::files::{CONFIG, TOKENIZER, WEIGHTS};

@@ -44,7 +44,7 @@ pub use provider::{LocalOptions, LocalProvider};
 #[cfg(feature = "local")]
 pub use reranker::LocalReranker;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 
 /// Whether this build contains the local embedder.
 pub const AVAILABLE: bool = cfg!(feature = "local");

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use serde_json::Value;
 use tokenizers::Tokenizer;
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use serde_json::Value;
 
 use super::files::{config_error, read_json_object_if_present};

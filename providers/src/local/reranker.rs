@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use cortex_core::{ProviderError, RerankHit, Reranker};
+use cortex_core::{error::ProviderError, reranker::RerankHit, reranker::Reranker};
 
 use super::cross_encoder::CrossEncoder;
 use crate::blocking::off_runtime;

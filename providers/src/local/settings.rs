@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 
 /// The model a default installation uses: all-mpnet-base-v2, English, 768 dimensions
 /// (docs/RETRIEVAL.md has the measurements that chose it over all-MiniLM-L6-v2).

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use cortex_core::ProviderError;
+use cortex_core::error::ProviderError;
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::files::config_error;

@@ -1,4 +1,4 @@
-use cortex_core::{EmbedTask, LLMProvider, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask, provider::LLMProvider};
 use cortex_providers::{AnthropicConfig, AnthropicProvider, ApiKey};
 use serde_json::json;
 use wiremock::matchers::{header as has_header, method, path};

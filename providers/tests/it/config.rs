@@ -1,4 +1,4 @@
-use cortex_core::{EmbedTask, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask};
 use cortex_providers::{EmbedProviderKind, LlmProviderKind, MaxTokensField, ProviderConfig};
 use serde_json::json;
 use wiremock::matchers::{header, method, path};

@@ -1,4 +1,4 @@
-use cortex_core::{EmbedTask, LLMProvider, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask, provider::LLMProvider};
 use cortex_providers::{ApiKey, GeminiConfig, GeminiProvider};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};

@@ -1,4 +1,4 @@
-use cortex_core::{ProviderError, Reranker};
+use cortex_core::{error::ProviderError, reranker::Reranker};
 use cortex_providers::ApiKey;
 use cortex_providers::rerank::{HttpReranker, RerankConfig, RerankStyle};
 use serde_json::json;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cortex_core::{EmbedTask, LLMProvider, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask, provider::LLMProvider};
 use cortex_providers::{
     AnthropicConfig, AnthropicProvider, ApiKey, GeminiConfig, GeminiProvider, HttpOptions,
     OpenAiConfig, OpenAiProvider,

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use cortex_core::{EmbedTask, LLMProvider, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask, provider::LLMProvider};
 use cortex_providers::{LocalModelKind, LocalOptions, LocalProvider};
 use serde::Deserialize;
 

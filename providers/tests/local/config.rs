@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use cortex_core::{EmbedTask, ProviderError};
+use cortex_core::{error::ProviderError, provider::EmbedTask};
 use cortex_providers::{EmbedProviderKind, ProviderConfig};
 
 use crate::common::{model_dir, strings};

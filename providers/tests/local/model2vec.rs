@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cortex_core::{EmbedTask, LLMProvider};
+use cortex_core::{provider::EmbedTask, provider::LLMProvider};
 use cortex_providers::{LocalModelKind, LocalOptions, LocalProvider};
 use serde_json::json;
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use cortex_core::LLMProvider;
+use cortex_core::provider::LLMProvider;
 use cortex_providers::{LocalModelKind, LocalOptions, LocalProvider};
 use serde::Deserialize;
 

@@ -2,8 +2,9 @@
 //! supersession of the old one in one transaction.
 
 use cortex_core::{
-    CortexError, MemorizeOptions, MemorizeStatus, MemoryKind, MemoryStore, NewMemory,
-    REPLACED_BY_CALLER, StoreError,
+    engine::MemorizeOptions, engine::MemorizeStatus, engine::REPLACED_BY_CALLER,
+    error::CortexError, error::StoreError, memory::MemoryKind, new_memory::NewMemory,
+    store::MemoryStore,
 };
 
 use crate::StoreFactory;
@@ -201,7 +202,7 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
         .await
         .unwrap()
         .memory;
-    let change = cortex_core::Retag {
+    let change = cortex_core::engine::Retag {
         kind: Some(MemoryKind::Decision),
         add: vec!["Finance".to_owned()],
         remove: vec!["draft".to_owned()],
@@ -226,7 +227,8 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
         assert!(reason.contains(part), "{reason}");
     }
     let finance =
-        cortex_core::MemoryFilter::new(&[], &["finance".to_owned()], &[], None, None).unwrap();
+        cortex_core::filter::MemoryFilter::new(&[], &["finance".to_owned()], &[], None, None)
+            .unwrap();
     let found = engine
         .recall_filtered(&u, "invoices", 5, &finance)
         .await
@@ -234,19 +236,19 @@ pub async fn retag_is_recorded_in_history(factory: &dyn StoreFactory) {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].memory.id, new.id);
     // Nothing to change, or a version already replaced: refused, nothing written.
-    let same = cortex_core::Retag {
+    let same = cortex_core::engine::Retag {
         add: vec!["billing".to_owned()],
-        ..cortex_core::Retag::default()
+        ..cortex_core::engine::Retag::default()
     };
     assert!(matches!(
         engine.retag(&u, &new.id.to_string(), &same).await,
         Err(CortexError::InvalidInput { .. })
     ));
     // Removing and adding back the same tag only reorders it: no change either.
-    let shuffle = cortex_core::Retag {
+    let shuffle = cortex_core::engine::Retag {
         add: vec!["billing".to_owned()],
         remove: vec!["billing".to_owned()],
-        ..cortex_core::Retag::default()
+        ..cortex_core::engine::Retag::default()
     };
     assert!(matches!(
         engine.retag(&u, &new.id.to_string(), &shuffle).await,
@@ -320,9 +322,9 @@ pub async fn a_correction_keeps_the_old_tags_unless_it_gives_its_own(factory: &d
         .retag(
             &u,
             &given.id.to_string(),
-            &cortex_core::Retag {
+            &cortex_core::engine::Retag {
                 remove: tags(&["infra"]),
-                ..cortex_core::Retag::default()
+                ..cortex_core::engine::Retag::default()
             },
         )
         .await

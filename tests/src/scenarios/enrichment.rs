@@ -1,9 +1,12 @@
 //! The enrichment records: events, entities, edges, links and supersessions.
 
 use chrono::{DateTime, Utc};
-use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, Supersession, TimeRange};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{EntityEdge, EntityRole, EntityUpsert, Event, TimeRange};
 use cortex_core::{
-    EnrichmentStore, ExtractedEdge, ExtractedLink, ExtractionRecords, MemoryStore, StoreError,
+    enrichment_store::EnrichmentStore, enrichment_store::ExtractedEdge,
+    enrichment_store::ExtractedLink, enrichment_store::ExtractionRecords, error::StoreError,
+    store::MemoryStore,
 };
 
 use crate::StoreFactory;
@@ -506,7 +509,7 @@ pub async fn enrichment_is_isolated_per_user(factory: &dyn StoreFactory) {
 /// and no layer flag at all (the records may come from the caller), the timeline and the
 /// dossier (relationships both ways, memories newest first) without a single provider call.
 pub async fn timeline_and_dossier_reads(factory: &dyn StoreFactory) {
-    use cortex_core::{CortexError, CortexMemory, Direction};
+    use cortex_core::{dossier::Direction, engine::CortexMemory, error::CortexError};
     use std::sync::Arc;
 
     let storage = factory.create().await;

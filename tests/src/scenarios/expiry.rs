@@ -7,8 +7,9 @@ use std::sync::Arc;
 use chrono::Duration;
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    CortexError, EmbedTask, LLMProvider, ManualClock, MemorizeOptions, MemoryFilter, MemoryKind,
-    ScoredMemory, hybrid_retrieve, hybrid_retrieve_filtered,
+    clock::ManualClock, engine::MemorizeOptions, error::CortexError, filter::MemoryFilter,
+    hybrid::ScoredMemory, hybrid::hybrid_retrieve, hybrid::hybrid_retrieve_filtered,
+    memory::MemoryKind, provider::EmbedTask, provider::LLMProvider,
 };
 
 use crate::StoreFactory;
@@ -143,6 +144,6 @@ pub async fn expiry_is_exact_at_the_boundary(factory: &dyn StoreFactory) {
     assert_eq!(listed(true).await, [later.id, lasting.id]);
 }
 
-fn ids_of(memories: &[cortex_core::Memory]) -> Vec<uuid::Uuid> {
+fn ids_of(memories: &[cortex_core::memory::Memory]) -> Vec<uuid::Uuid> {
     memories.iter().map(|m| m.id).collect()
 }

@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use chrono::{DateTime, Duration, Utc};
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    CortexError, CortexMemory, EmbedTask, LLMProvider, Memory, MemoryFilter, MemoryKind,
-    MemoryStore, ScoredMemory, SearchRequest, hybrid_retrieve, hybrid_retrieve_filtered,
+    engine::CortexMemory, error::CortexError, filter::MemoryFilter, hybrid::ScoredMemory,
+    hybrid::hybrid_retrieve, hybrid::hybrid_retrieve_filtered, memory::Memory, memory::MemoryKind,
+    provider::EmbedTask, provider::LLMProvider, store::MemoryStore, store::SearchRequest,
 };
 use cortex_providers::FakeProvider;
 
@@ -52,7 +53,7 @@ async fn labelled_corpus(engine: &CortexMemory, u: &str) -> Vec<Memory> {
                 text,
                 kind,
                 &tags,
-                &cortex_core::MemorizeOptions {
+                &cortex_core::engine::MemorizeOptions {
                     created_at: Some(day(i)),
                     ..Default::default()
                 },

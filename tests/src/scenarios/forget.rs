@@ -1,6 +1,6 @@
 //! Forgetting by full id and by prefix.
 
-use cortex_core::{CortexError, MemoryKind, MemoryStore};
+use cortex_core::{error::CortexError, memory::MemoryKind, store::MemoryStore};
 
 use crate::StoreFactory;
 use crate::support::{engine, remember_all, user};

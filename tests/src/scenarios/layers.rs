@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use cortex_core::records::TimeRange;
 use cortex_core::{
-    CortexMemory, Direction, EngineConfig, EnrichmentStore, Layers, MemorizeStatus, MemoryKind,
-    MemoryStore, ProviderError,
+    dossier::Direction, engine::CortexMemory, engine::EngineConfig, engine::Layers,
+    engine::MemorizeStatus, enrichment_store::EnrichmentStore, error::ProviderError,
+    memory::MemoryKind, store::MemoryStore,
 };
 use cortex_providers::FakeProvider;
 
@@ -409,14 +410,14 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
         CortexMemory::new(counting.clone(), fake.clone()).with_enrichment(records(&*storage).await);
     let su = user("guarantee-structured");
     for (i, text) in CORPUS.iter().enumerate() {
-        let structure = cortex_core::MemoryStructure {
+        let structure = cortex_core::structure::MemoryStructure {
             subject: text.split_whitespace().next().map(str::to_owned),
-            relations: vec![cortex_core::StructureRelation {
+            relations: vec![cortex_core::structure::StructureRelation {
                 from: "me".into(),
                 label: "noted".into(),
                 to: format!("topic {}", i % 3),
             }],
-            event: Some(cortex_core::StructureEvent {
+            event: Some(cortex_core::structure::StructureEvent {
                 time: chrono::Utc::now(),
                 place: Some("home".into()),
                 actor: None,
@@ -424,7 +425,7 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
             }),
             ..Default::default()
         };
-        let options = cortex_core::MemorizeOptions {
+        let options = cortex_core::engine::MemorizeOptions {
             structure: Some(structure),
             ..Default::default()
         };
@@ -437,7 +438,7 @@ pub async fn layers_never_change_recall(factory: &dyn StoreFactory) {
     for query in QUERIES {
         let plain_hits = plain.recall(&u, query, 8).await.unwrap();
         let structured_hits = structured.recall(&su, query, 8).await.unwrap();
-        let scored = |hits: &[cortex_core::ScoredMemory]| {
+        let scored = |hits: &[cortex_core::hybrid::ScoredMemory]| {
             hits.iter()
                 .map(|h| (h.memory.content.clone(), h.score.to_bits()))
                 .collect::<Vec<_>>()

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use cortex_core::{MemoryKind, MemoryStore};
+use cortex_core::{memory::MemoryKind, store::MemoryStore};
 
 use crate::StoreFactory;
 use crate::support::{applies, engine, remember_all, user};
@@ -108,7 +108,7 @@ pub async fn list_is_newest_first_by_created_at(factory: &dyn StoreFactory) {
                 text,
                 MemoryKind::Fact,
                 &[],
-                &cortex_core::MemorizeOptions {
+                &cortex_core::engine::MemorizeOptions {
                     created_at: at.map(date),
                     ..Default::default()
                 },
@@ -123,7 +123,7 @@ pub async fn list_is_newest_first_by_created_at(factory: &dyn StoreFactory) {
         "first tie",
         "born in Porto",
     ];
-    let contents = |memories: &[cortex_core::Memory]| {
+    let contents = |memories: &[cortex_core::memory::Memory]| {
         memories
             .iter()
             .map(|m| m.content.clone())
@@ -140,7 +140,7 @@ pub async fn list_is_newest_first_by_created_at(factory: &dyn StoreFactory) {
             let page = engine
                 .list_page(
                     &u,
-                    &cortex_core::MemoryFilter::default(),
+                    &cortex_core::filter::MemoryFilter::default(),
                     limit,
                     cursor.as_deref(),
                 )
@@ -194,11 +194,11 @@ pub async fn users_are_isolated(factory: &dyn StoreFactory) {
     assert!(store.find_by_prefix(&bob, prefix).await.unwrap().is_empty());
     assert!(matches!(
         engine.forget(&bob, &secret.id.to_string()).await,
-        Err(cortex_core::CortexError::NotFound { .. })
+        Err(cortex_core::error::CortexError::NotFound { .. })
     ));
     assert!(matches!(
         engine.forget(&bob, prefix).await,
-        Err(cortex_core::CortexError::NotFound { .. })
+        Err(cortex_core::error::CortexError::NotFound { .. })
     ));
     assert!(store.delete(&bob, &secret.id).await.unwrap().is_none());
     assert_eq!(

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use cortex_core::tokenizer::query_terms;
 use cortex_core::{
-    EmbedTask, LLMProvider, MemoryStore, ScoredMemory, SearchRequest, hybrid_retrieve,
+    hybrid::ScoredMemory, hybrid::hybrid_retrieve, provider::EmbedTask, provider::LLMProvider,
+    store::MemoryStore, store::SearchRequest,
 };
 use cortex_providers::FakeProvider;
 

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cortex_core::embedding::normalized;
-use cortex_core::{CortexMemory, MemoryKind, MemoryStore, ScoredMemory};
+use cortex_core::{
+    engine::CortexMemory, hybrid::ScoredMemory, memory::MemoryKind, store::MemoryStore,
+};
 use cortex_providers::FakeProvider;
 
 use crate::reference::hybrid_ranking;
@@ -431,9 +433,9 @@ pub async fn bounded_cache_evicts_and_recall_stays_right(factory: &dyn StoreFact
     let storage = factory.create().await;
     let store = storage.connect().await;
     let fake = Arc::new(FakeProvider::new(crate::support::DIM));
-    let config = cortex_core::EngineConfig {
+    let config = cortex_core::engine::EngineConfig {
         cache_max_bytes: Some(1),
-        ..cortex_core::EngineConfig::default()
+        ..cortex_core::engine::EngineConfig::default()
     };
     let bounded = CortexMemory::with_config(store.clone(), fake.clone(), config);
     let (unbounded, _) = engine(store.clone());

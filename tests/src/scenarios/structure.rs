@@ -7,10 +7,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use cortex_core::records::{Event, TimeRange};
 use cortex_core::{
-    CortexError, CortexMemory, Direction, Dossier, EngineConfig, EnrichmentStore,
-    ExtractionRecords, LLMProvider, Layers, MemorizeOptions, MemorizeStatus, MemoryKind,
-    MemoryStore, MemoryStructure, NewMemory, StoreError, StructureEntity, StructureEvent,
-    StructureRelation,
+    dossier::Direction, dossier::Dossier, engine::CortexMemory, engine::EngineConfig,
+    engine::Layers, engine::MemorizeOptions, engine::MemorizeStatus,
+    enrichment_store::EnrichmentStore, enrichment_store::ExtractionRecords, error::CortexError,
+    error::StoreError, memory::MemoryKind, new_memory::NewMemory, provider::LLMProvider,
+    store::MemoryStore, structure::MemoryStructure, structure::StructureEntity,
+    structure::StructureEvent, structure::StructureRelation,
 };
 use cortex_providers::FakeProvider;
 
@@ -328,7 +330,7 @@ pub async fn caller_structure_is_written_whole_or_not_at_all(factory: &dyn Store
 
     // A backend that cannot write records with a memory: refused before the embed call.
     let counting = Arc::new(crate::counting::CountingStore::new(store.clone()).claiming(
-        cortex_core::Capabilities {
+        cortex_core::store::Capabilities {
             records: false,
             ..store.capabilities()
         },
@@ -500,9 +502,9 @@ pub async fn retag_keeps_the_memorys_structure(factory: &dyn StoreFactory) {
         "another user's memory has no records for this one"
     );
 
-    let change = cortex_core::Retag {
+    let change = cortex_core::engine::Retag {
         add: vec!["friends".into()],
-        ..cortex_core::Retag::default()
+        ..cortex_core::engine::Retag::default()
     };
     let new = engine
         .retag(&u, &old.id.to_string(), &change)

@@ -4,10 +4,13 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use cortex_core::records::{Entity, EntityEdge, EntityRole, EntityUpsert, Event, Supersession};
+use cortex_core::memory::Supersession;
+use cortex_core::records::{Entity, EntityEdge, EntityRole, EntityUpsert, Event};
 use cortex_core::{
-    EmbeddingSignature, EnrichmentStore, EntityLink, ImportItem, Imported, MemoryKind, NewMemory,
-    Record, RecordKind, StoreError, StoredMemory, Switch, TransferStore,
+    enrichment_store::EnrichmentStore, error::StoreError, memory::MemoryKind,
+    new_memory::NewMemory, signature::EmbeddingSignature, transfer::EntityLink,
+    transfer::ImportItem, transfer::Imported, transfer::Record, transfer::RecordKind,
+    transfer::StoredMemory, transfer::Switch, transfer::TransferStore,
 };
 
 use crate::support::{DIM, engine, remember_all, user};
@@ -235,7 +238,7 @@ pub async fn transfer_copies_every_record_and_keeps_recall(factory: &dyn StoreFa
             a.recall(&u, query, 10).await.unwrap(),
             b.recall(&u, query, 10).await.unwrap(),
         );
-        let ids = |v: &[cortex_core::ScoredMemory]| {
+        let ids = |v: &[cortex_core::hybrid::ScoredMemory]| {
             v.iter()
                 .map(|s| (s.memory.id, s.score.to_bits()))
                 .collect::<Vec<_>>()

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use cortex_core::{
-    CortexError, CortexMemory, EmbeddingProblem, EngineConfig, MemoryKind, MemoryStore,
+    engine::CortexMemory, engine::EngineConfig, error::CortexError, error::EmbeddingProblem,
+    memory::MemoryKind, store::MemoryStore,
 };
 use cortex_providers::FakeProvider;
 
@@ -24,7 +25,7 @@ pub async fn signature_guard_refuses_other_models(factory: &dyn StoreFactory) {
         FakeProvider::new(DIM * 2),
     ] {
         let other = Arc::new(other);
-        let got_sig = cortex_core::LLMProvider::embedding_signature(&other);
+        let got_sig = cortex_core::provider::LLMProvider::embedding_signature(&other);
         let engine = CortexMemory::new(store.clone(), other.clone());
         for result in [
             engine
@@ -57,11 +58,12 @@ pub async fn signature_guard_refuses_other_models(factory: &dyn StoreFactory) {
         assert_eq!(engine.list_memories(&u, 10).await.unwrap().len(), 2);
     }
     // The store itself refuses a foreign signature inside its write transaction.
-    let foreign = cortex_core::EmbeddingSignature::new("model-c", DIM);
-    let new = cortex_core::NewMemory::new(&u, "direct", MemoryKind::Note, &[], 1024).unwrap();
+    let foreign = cortex_core::signature::EmbeddingSignature::new("model-c", DIM);
+    let new =
+        cortex_core::new_memory::NewMemory::new(&u, "direct", MemoryKind::Note, &[], 1024).unwrap();
     assert!(matches!(
         store.add(&new, &vec![1.0; DIM], &foreign).await,
-        Err(cortex_core::StoreError::SignatureMismatch { .. })
+        Err(cortex_core::error::StoreError::SignatureMismatch { .. })
     ));
     let mismatched = CortexMemory::new(
         store.clone(),
@@ -157,7 +159,7 @@ pub async fn invalid_input_writes_nothing(factory: &dyn StoreFactory) {
     let store = storage.connect().await;
     let (engine, fake) = engine(store.clone());
     let u = user("invalid");
-    let field = |r: Result<cortex_core::Memorized, CortexError>| match r {
+    let field = |r: Result<cortex_core::engine::Memorized, CortexError>| match r {
         Err(CortexError::InvalidInput { field, .. }) => field,
         other => panic!("expected InvalidInput, got {other:?}"),
     };

@@ -3,7 +3,7 @@
 
 use axum::extract::{RawQuery, State};
 use axum::response::Html;
-use cortex_core::Direction;
+use cortex_core::dossier::Direction;
 use maud::html;
 
 use crate::error::WebError;

@@ -69,7 +69,7 @@ pub async fn download(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::spawn(async move {
         let users = vec![user];
-        let failed = |e: cortex_core::StoreError| {
+        let failed = |e: cortex_core::error::StoreError| {
             tracing::error!(error = %e, "an export download failed part way");
             std::io::Error::other(e.to_string())
         };

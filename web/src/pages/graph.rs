@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::extract::State;
 use axum::response::Html;
 use cortex_core::records::{Entity, EntityEdge, EntityId};
-use cortex_core::{Record, RecordKind, TransferStore};
+use cortex_core::{transfer::Record, transfer::RecordKind, transfer::TransferStore};
 use maud::{Markup, html};
 
 use crate::error::WebError;

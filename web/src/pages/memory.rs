@@ -6,7 +6,9 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use chrono::Utc;
-use cortex_core::{HistoryEntry, MemorizeOptions, MemoryKind, Retag};
+use cortex_core::{
+    engine::HistoryEntry, engine::MemorizeOptions, engine::Retag, memory::MemoryKind,
+};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -112,7 +114,7 @@ fn details(this: &HistoryEntry, expired: bool) -> Markup {
     }
 }
 
-fn history(chain: &[HistoryEntry], current: cortex_core::MemoryId) -> Markup {
+fn history(chain: &[HistoryEntry], current: cortex_core::memory::MemoryId) -> Markup {
     html! {
         table.history {
             thead { tr {

@@ -10,7 +10,7 @@ pub mod search;
 pub mod stats;
 pub mod timeline;
 
-use cortex_core::MemoryKind;
+use cortex_core::memory::MemoryKind;
 use maud::{Markup, html};
 
 use crate::params::ListParams;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::response::Html;
 use cortex_app::memory_stats;
-use cortex_core::{RecordKind, StoreError, TransferStore};
+use cortex_core::{error::StoreError, transfer::RecordKind, transfer::TransferStore};
 use maud::html;
 
 use crate::error::WebError;

@@ -12,7 +12,7 @@ use axum::body::{Body, to_bytes};
 use axum::http::header::{CONTENT_TYPE, COOKIE, HOST, LOCATION, SET_COOKIE};
 use axum::http::{HeaderMap, Request, StatusCode};
 use cortex_app::engine::Engine;
-use cortex_core::{CortexMemory, InMemoryStore, MemoryKind};
+use cortex_core::{engine::CortexMemory, in_memory::InMemoryStore, memory::MemoryKind};
 use cortex_providers::FakeProvider;
 use cortex_web::{Login, Ready, Viewer, WebConfig, WebState, router};
 use tower::ServiceExt;

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 use super::dense_plan::{HNSW_INDEX, ensure_hnsw_index, index_valid};
 use super::ivfflat::{IVFFLAT_INDEX, ensure_ivfflat_index};

@@ -42,7 +42,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cortex_core::{MemoryFilter, StoreError};
+use cortex_core::{error::StoreError, filter::MemoryFilter};
 use deadpool_postgres::Object;
 use sea_query::{Expr, ExprTrait, IdenStatic, Query};
 use tokio_postgres::error::SqlState;

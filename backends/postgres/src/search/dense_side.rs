@@ -9,7 +9,7 @@
 
 use cortex_core::hybrid::candidate_pool;
 use cortex_core::index::unit_score;
-use cortex_core::{MemoryFilter, StoreError};
+use cortex_core::{error::StoreError, filter::MemoryFilter};
 use pgvector::Vector;
 use sea_query::{Expr, ExprTrait, IdenStatic, Order, Query, SelectStatement};
 use tokio_postgres::Row;

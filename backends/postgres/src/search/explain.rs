@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::Object;
 use tokio_postgres::{Row, Statement};
 

@@ -9,8 +9,10 @@
 //! counts zero, as in `hybrid_retrieve_filtered`.
 
 use cortex_core::fusion::ListWeights;
-use cortex_core::hybrid::{NEIGHBOUR_WEIGHT, RRF_K, ScoredMemory};
-use cortex_core::{Memory, StoreError};
+use cortex_core::fusion::NEIGHBOUR_WEIGHT;
+use cortex_core::fusion::RRF_K;
+use cortex_core::hybrid::ScoredMemory;
+use cortex_core::{error::StoreError, memory::Memory};
 use sea_query::{Expr, ExprTrait, JoinType, Order, Query, SelectStatement};
 use tokio_postgres::Row;
 

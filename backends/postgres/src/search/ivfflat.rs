@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 

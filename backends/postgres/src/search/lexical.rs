@@ -4,7 +4,7 @@
 use cortex_core::fusion::{lexical_bound, lexical_share};
 use cortex_core::hybrid::candidate_pool;
 use cortex_core::index::bm25_idf;
-use cortex_core::{MemoryFilter, StoreError};
+use cortex_core::{error::StoreError, filter::MemoryFilter};
 use sea_query::{Expr, Query};
 use tokio_postgres::Row;
 

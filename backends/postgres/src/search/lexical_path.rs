@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 
 /// One search's BM25 path (see the pruning in the search statement).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -70,7 +70,7 @@ mod tie_break;
 mod transaction;
 mod walk;
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use tokio_postgres::Row;
 
 pub(crate) use dense_side::{DenseRanks, decode_dense, dense};

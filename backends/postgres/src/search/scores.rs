@@ -2,7 +2,7 @@
 //! core adds a memory's term scores in the query terms' order starting from zero, and
 //! float addition is not associative, so the SQL adds in that order too.
 
-use cortex_core::MemoryFilter;
+use cortex_core::filter::MemoryFilter;
 use sea_query::{Expr, ExprTrait, IdenStatic, JoinType, Order, Query, SelectStatement};
 
 use super::aliases::{As, Col, CteName};

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use cortex_core::{MemoryFilter, MemoryKind};
+use cortex_core::{filter::MemoryFilter, memory::MemoryKind};
 
 use super::dense_plan::DensePlan;
 use crate::names::Names;

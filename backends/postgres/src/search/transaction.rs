@@ -3,7 +3,7 @@
 //! snapshot), then the fusion and the commit; dropped before it ends, it rolls back.
 //! [`Search::explain`] runs the same statements under EXPLAIN ANALYZE.
 
-use cortex_core::{SearchRequest, StoreError};
+use cortex_core::{error::StoreError, store::SearchRequest};
 use deadpool_postgres::Object;
 use futures_util::FutureExt;
 use tokio_postgres::{Row, Statement};
@@ -568,7 +568,7 @@ fn settings(search: &Search<'_>, explain: bool) -> Settings {
         (true, true, true) => IVFFLAT_ITERATIVE,
         (true, true, false) => IVFFLAT_OLD,
     };
-    let pool = cortex_core::candidate_pool(search.request.top_k);
+    let pool = cortex_core::hybrid::candidate_pool(search.request.top_k);
     let width = index.then(|| match ivfflat {
         true => ivfflat::probes(config.ivfflat, search.store.ivf_lists).to_string(),
         false => match config.ef_search {

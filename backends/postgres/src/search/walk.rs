@@ -2,7 +2,7 @@
 //! scan) and how it runs after them: [`Walk`], first without the iterative scan when a
 //! walk may come back short.
 
-use cortex_core::StoreError;
+use cortex_core::error::StoreError;
 use deadpool_postgres::Object;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};

@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use async_trait::async_trait;
 use cortex_core::embedding::validate_embedding;
 use cortex_core::hybrid::ScoredMemory;
+use cortex_core::memory::Supersession;
 use cortex_core::record_tx::{self, require_memory};
-use cortex_core::records::Supersession;
 use cortex_core::{
-    Added, BuiltIndex, Capabilities, Deleted, EmbeddingSignature, Generation, ListQuery, Memory,
-    MemoryId, MemoryIndex, MemoryStore, NewMemory, SearchRequest, StoreError, StoreResult,
+    error::StoreError, error::StoreResult, index::MemoryIndex, memory::Memory, memory::MemoryId,
+    new_memory::NewMemory, signature::EmbeddingSignature, store::Added, store::BuiltIndex,
+    store::Capabilities, store::Deleted, store::Generation, store::ListQuery, store::MemoryStore,
+    store::SearchRequest,
 };
 use deadpool_postgres::{GenericClient, Pool};
 use pgvector::Vector;

@@ -8,7 +8,10 @@ use std::sync::{Arc, PoisonError};
 
 use cortex_core::embedding::{normalized, validate_embedding};
 use cortex_core::hybrid::{ScoredMemory, candidate_pool};
-use cortex_core::{MemoryFilter, MemoryStore, SearchRequest, StoreError, StoreResult};
+use cortex_core::{
+    error::StoreError, error::StoreResult, filter::MemoryFilter, store::MemoryStore,
+    store::SearchRequest,
+};
 
 use crate::config::DenseMode;
 use crate::filter::any_expired;

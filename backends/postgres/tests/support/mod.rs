@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use cortex_conformance::{StoreFactory, TestStorage};
-use cortex_core::{EnrichmentStore, KeyStore, MemoryStore, TransferStore};
+use cortex_core::{
+    enrichment_store::EnrichmentStore, keys::KeyStore, store::MemoryStore, transfer::TransferStore,
+};
 use cortex_postgres::{DenseMode, PostgresConfig, PostgresStore};
 use tokio::sync::OnceCell;
 
