@@ -5,7 +5,10 @@
 #      (scripts/build-images.sh; each is rebuilt only when its inputs change);
 #   2. the Postgres conformance and parity suites through testcontainers, with no
 #      CORTEX_TEST_DATABASE_URL, on the image CORTEX_TEST_PG_IMAGE names
-#      (cortex-pgvector:local here);
+#      (cortex-pgvector:local here); and the read-replica suite (backends/postgres/tests/
+#      replicas/): a primary and its hot standbys of that image on a network of their own,
+#      every suite's reads through a standby, read-your-writes under a replay delay, a
+#      standby stopped and cut off under load;
 #   3. the compose deployment, driven with the official Python MCP SDK
 #      (docker/tests/deployment.py);
 #   4. faults between the containers under load (docker/tests/faults.py).
@@ -34,20 +37,23 @@ export CORTEX_TEST_PG_IMAGE="${CORTEX_TEST_PG_IMAGE:-${CORTEX_POSTGRES_IMAGE:-co
 export CORTEX_POSTGRES_IMAGE="${CORTEX_POSTGRES_IMAGE:-cortex-pgvector:local}"
 export CORTEX_IMAGE="${CORTEX_IMAGE:-cortex-mcp:local}"
 
-# testcontainers leaves its container running past the test process (the suites label it);
-# this removes them whatever happens.
+# testcontainers leaves its container running past the test process (the suites label it),
+# and the replica suite its network; this removes them whatever happens.
 remove_test_containers() {
   local ids
   ids="$(docker ps -aq --filter label=cortex.test=postgres)"
   [ -z "$ids" ] || docker rm -f -v $ids >/dev/null
+  ids="$(docker network ls -q --filter label=cortex.test=postgres)"
+  [ -z "$ids" ] || docker network rm $ids >/dev/null
 }
 trap remove_test_containers EXIT
 
-step "conformance + parity through testcontainers ($CORTEX_TEST_PG_IMAGE)"
+step "conformance + parity + replicas through testcontainers ($CORTEX_TEST_PG_IMAGE)"
 # The Postgres suites' binaries from the same workspace-wide build as the other suites
-# (nothing is compiled again), each run once as one process, so one container each.
+# (nothing is compiled again), each run once as one process, so one container each (the
+# replica suite: one primary, and a standby of each kind its tests use).
 mapfile -t binaries < <(
-  cargo test --workspace --locked --test conformance --test parity --no-run \
+  cargo test --workspace --locked --test conformance --test parity --test replicas --no-run \
     --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -56,7 +62,7 @@ for line in sys.stdin:
             and "cortex-postgres" in m["package_id"]:
         print(m["executable"])'
 )
-[ "${#binaries[@]}" = 2 ] || { echo "test-docker: expected the Postgres conformance and parity binaries, found: ${binaries[*]}" >&2; exit 1; }
+[ "${#binaries[@]}" = 3 ] || { echo "test-docker: expected the Postgres conformance, parity and replicas binaries, found: ${binaries[*]}" >&2; exit 1; }
 passed=0
 for binary in "${binaries[@]}"; do
   log="$(mktemp)"

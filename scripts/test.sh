@@ -13,6 +13,7 @@
 #   reranker's (ms-marco-MiniLM-L-12-v2), into ~/.cortex/models.
 # - Headless Chromium and chromedriver, for the web page's browser tests.
 # - The Docker images and Compose v2, for the Docker tests (scripts/test-docker.sh).
+# - maturin, uv and pipx, for the Python wheel's tests (scripts/test-wheel.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,7 +58,8 @@ fi
 # `cargo test`, whose output keeps each skipped test's SKIPPED line in view.
 # Then, when no test filter was given, the tests that need a Docker engine
 # (scripts/test-docker.sh: the images, the suites through testcontainers, the compose
-# deployment and its faults).
+# deployment and its faults), and the Python wheel's (scripts/test-wheel.sh: built,
+# installed from the file by pip, uvx and pipx, the installed server driven by the SDK).
 ci="${CI:-}"
 if [ -n "$ci" ] && [ "$ci" != 0 ] && [ "$ci" != false ] && cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
@@ -67,4 +69,5 @@ else
 fi
 if [ "$#" = 0 ]; then
   bash scripts/test-docker.sh
+  bash scripts/test-wheel.sh
 fi

@@ -40,6 +40,9 @@ pub const ENV_VARS: &[&str] = &[
     "CORTEX_PG_PARALLEL_SEARCH",
     "CORTEX_PG_PLAIN_WALK",
     "CORTEX_PG_STATEMENT_TIMEOUT_SECS",
+    "CORTEX_DATABASE_READ_URL",
+    "CORTEX_PG_READ_WAIT_MS",
+    "CORTEX_PG_REPLICA_MAX_LAG_MS",
     // Retrieval and the engine's optional layers.
     "CORTEX_TOP_K",
     "CORTEX_CACHE_MAX_BYTES",

@@ -65,7 +65,8 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Writes a user's (or every user's) memories and records as JSON Lines or markdown.
     Export(ExportArgs),
-    /// Loads a `cortex export` file: ids and timestamps kept, safe to run again.
+    /// Loads a `cortex export` file (ids and timestamps kept), or with --from another
+    /// tool's export (chatgpt, claude, mcp-memory, mem0, basic-memory); safe to run again.
     Import(ImportArgs),
     /// Copies the configured store into another backend and verifies the copy per user.
     Migrate(MigrateArgs),
@@ -76,6 +77,8 @@ pub enum Command {
     Token(TokenArgs),
     /// Prints a shell completion script.
     Completions(CompletionsArgs),
+    /// The local embedder's model: `cortex model fetch` downloads the default one.
+    Model(crate::model::ModelArgs),
 }
 
 #[derive(Debug, Args)]
@@ -327,16 +330,64 @@ pub struct ExportArgs {
     pub user: UserArg,
 }
 
+/// What `cortex import` reads (docs/FORMAT.md, "Importing from other tools").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportFormat {
+    /// A `cortex export` file (JSON Lines).
+    Cortex,
+    /// ChatGPT's data export, conversations.json: your messages on each conversation's
+    /// current branch.
+    Chatgpt,
+    /// Claude's data export, conversations.json: your messages on each conversation's
+    /// current branch.
+    Claude,
+    /// The MCP reference memory server's memory.jsonl: entities, observations and
+    /// relations, with the graph.
+    McpMemory,
+    /// mem0's memories (a JSON array, `{"results": [...]}` or JSON Lines), per user.
+    Mem0,
+    /// A folder of basic-memory notes: observations, relations and text, with the graph.
+    BasicMemory,
+}
+
+impl ImportFormat {
+    /// The name `--from` takes, also part of every imported memory's id.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportFormat::Cortex => "cortex",
+            ImportFormat::Chatgpt => "chatgpt",
+            ImportFormat::Claude => "claude",
+            ImportFormat::McpMemory => "mcp-memory",
+            ImportFormat::Mem0 => "mem0",
+            ImportFormat::BasicMemory => "basic-memory",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// A file written by `cortex export` (`-` for stdin).
+    /// The file to read (`-` for stdin): a `cortex export` file, or what --from names (for
+    /// basic-memory, the folder of notes).
     pub file: PathBuf,
-    /// Reads and validates every line, writes nothing and calls no model.
+    /// What the file is. Every format is safe to import again: nothing is doubled.
+    #[arg(long = "from", value_enum, value_name = "FORMAT", default_value_t = ImportFormat::Cortex)]
+    pub from: ImportFormat,
+    /// Reads and checks every record and prints the counts; writes nothing and calls no
+    /// model.
     #[arg(long)]
     pub dry_run: bool,
-    /// Imports every record as this user instead of the file's.
+    /// Imports every record as this user instead of the file's (or, for a file without
+    /// users, instead of CORTEX_USER_ID).
     #[arg(long, value_name = "USER")]
     pub as_user: Option<String>,
+    /// Only memories dated at or after DATE (YYYY-MM-DD or RFC 3339): messages by their
+    /// time, other records by theirs. Not for a cortex export.
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only this conversation of a chat export (its id: ChatGPT's `id`, Claude's `uuid`);
+    /// repeat for several.
+    #[arg(long = "conversation", value_name = "ID")]
+    pub conversations: Vec<String>,
     #[arg(long)]
     pub json: bool,
 }

@@ -6,4 +6,6 @@
 pub enum CommandError {
     #[error(transparent)]
     Admin(#[from] crate::admin::AdminError),
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }

@@ -10,7 +10,9 @@
 
 pub mod admin;
 pub mod cli;
+pub mod entry;
 pub mod error;
+pub mod model;
 pub mod run;
 
 pub use error::CommandError;

@@ -1,6 +1,6 @@
 //! Runs a parsed command.
 
-use crate::admin::{commands, doctor, token, ui};
+use crate::admin::{commands, doctor, import, token, ui};
 use crate::cli::{Cli, Command};
 use crate::error::CommandError;
 
@@ -17,10 +17,11 @@ pub async fn execute(cli: Cli) -> Result<(), CommandError> {
         Command::Stats(args) => Ok(commands::stats(args).await?),
         Command::Doctor(args) => Ok(doctor::doctor(args).await?),
         Command::Export(args) => Ok(commands::export_cmd(args).await?),
-        Command::Import(args) => Ok(commands::import_cmd(args).await?),
+        Command::Import(args) => Ok(import::command::import_cmd(args).await?),
         Command::Migrate(args) => Ok(commands::migrate_cmd(args).await?),
         Command::Reembed(args) => Ok(commands::reembed_cmd(args).await?),
         Command::Token(args) => Ok(token::token(args).await?),
+        Command::Model(args) => Ok(crate::model::run(args)?),
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "cortex", &mut std::io::stdout());

@@ -42,6 +42,11 @@ const CACHE_BYTES: &str = "cortex_cache_bytes";
 const CACHE_USERS: &str = "cortex_cache_users";
 const ENRICHMENT_FAILURES: &str = "cortex_enrichment_failures_total";
 const RERANK_FAILURES: &str = "cortex_rerank_failures_total";
+// Emitted by the Postgres store when it reads from hot standbys (cortex-postgres,
+// `replicas/counters.rs`); a test holds these names and labels to that crate's.
+const PG_READS: &str = "cortex_pg_reads_total";
+const PG_REPLICA_SKIPS: &str = "cortex_pg_replica_skips_total";
+const PG_REPLICAS_USABLE: &str = "cortex_pg_replicas_usable";
 
 /// How a tool call ended (see [`tool_call`]).
 pub const OUTCOMES: [&str; 3] = ["ok", "error", "invalid"];
@@ -61,6 +66,16 @@ pub const REFUSALS: [&str; 7] = [
 pub const PROVIDER_KINDS: [&str; 3] = ["embed", "generate", "rerank"];
 /// The directions provider tokens are counted in.
 pub const DIRECTIONS: [&str; 2] = ["input", "output"];
+/// Where a Postgres read was served, with read replicas (see `cortex_postgres::ROUTES`).
+pub const PG_READ_ROUTES: [&str; 5] = [
+    "replica",
+    "replica_waited",
+    "primary_wait_expired",
+    "primary_no_replica",
+    "primary_failover",
+];
+/// Why a read replica was passed over (see `cortex_postgres::SKIP_REASONS`).
+pub const PG_SKIP_REASONS: [&str; 3] = ["down", "lagging", "behind"];
 
 /// What sort of series a metric is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +211,24 @@ pub const SERIES: &[Series] = &[
         name: RERANK_FAILURES,
         kind: Kind::Counter,
         help: "Rerank calls that failed or timed out (recall returned the fused order).",
+        labels: Labels::None,
+    },
+    Series {
+        name: PG_READS,
+        kind: Kind::Counter,
+        help: "Postgres reads with read replicas (CORTEX_DATABASE_READ_URL), by where they were served: a replica at once or after waiting for the user's last write, or the primary because the wait ran out, no replica served, or the replica failed.",
+        labels: Labels::One("route", &PG_READ_ROUTES),
+    },
+    Series {
+        name: PG_REPLICA_SKIPS,
+        kind: Kind::Counter,
+        help: "Read replicas passed over when a read chose one, by reason (down, lagging past CORTEX_PG_REPLICA_MAX_LAG_MS, behind a write it may have missed).",
+        labels: Labels::One("reason", &PG_SKIP_REASONS),
+    },
+    Series {
+        name: PG_REPLICAS_USABLE,
+        kind: Kind::Gauge,
+        help: "Read replicas up and within the lag bound, as last probed.",
         labels: Labels::None,
     },
 ];
@@ -361,6 +394,29 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), listed.len(), "a series listed twice");
+    }
+
+    /// The Postgres store emits its replica series itself: their names and label values
+    /// here are that crate's.
+    #[test]
+    fn the_postgres_replica_series_are_listed_as_emitted() {
+        let listed: Vec<&str> = SERIES.iter().map(|s| s.name).collect();
+        for name in cortex_postgres::REPLICA_SERIES {
+            assert!(
+                listed.contains(&name),
+                "{name} is emitted but not in SERIES"
+            );
+        }
+        assert_eq!(
+            [PG_READS, PG_REPLICA_SKIPS, PG_REPLICAS_USABLE],
+            [
+                cortex_postgres::READS_SERIES,
+                cortex_postgres::SKIPS_SERIES,
+                cortex_postgres::USABLE_SERIES
+            ]
+        );
+        assert_eq!(PG_READ_ROUTES, cortex_postgres::ROUTES);
+        assert_eq!(PG_SKIP_REASONS, cortex_postgres::SKIP_REASONS);
     }
 
     #[test]

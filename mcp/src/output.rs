@@ -1,10 +1,12 @@
 //! The tools' results: the JSON an agent reads, also published as each tool's output
-//! schema. These are views, not the core types: they leave out what an agent has no use
-//! for (user id, insertion sequence, normalised names) and give ids and times as strings.
+//! schema; and the resources' JSON, built from the same views. These are views, not the
+//! core types: they leave out what an agent has no use for (user id, insertion sequence,
+//! normalised names) and give ids and times as strings.
 
 use cortex_core::records::{Entity, TimelineEntry};
 use cortex_core::{
     dossier::Direction, dossier::Dossier, engine::Memorized, hybrid::ScoredMemory, memory::Memory,
+    memory::MemoryState,
 };
 use rmcp::schemars;
 use serde::Serialize;
@@ -217,4 +219,32 @@ impl From<&TimelineEntry> for TimelineEventView {
 pub struct TimelineOutput {
     /// Oldest first.
     pub events: Vec<TimelineEventView>,
+}
+
+/// The resource `cortex://memory/{id}`: one memory and where it stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryResource {
+    pub memory: MemoryView,
+    /// live, expired or superseded: a URI keeps naming a memory after a correction, so the
+    /// reader is told whether recall still returns it.
+    pub state: MemoryState,
+    /// Ids of the memories that corrected this one (state "superseded").
+    pub superseded_by: Vec<String>,
+}
+
+/// One edge of the graph, its ends by name, as memorize's `relations` are given.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RelationView {
+    pub from: String,
+    pub label: String,
+    pub to: String,
+}
+
+/// The resource `cortex://graph`: the caller's entities (by name) and relations.
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphOutput {
+    pub entities: Vec<EntityView>,
+    pub relations: Vec<RelationView>,
+    /// More records than one read returns: the lists hold the first of them.
+    pub truncated: bool,
 }

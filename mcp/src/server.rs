@@ -1,5 +1,5 @@
-//! The MCP handler (server identity and the instructions an agent reads) and the stdio
-//! transport.
+//! The MCP handler (server identity, the instructions an agent reads, the capabilities:
+//! tools, resources and prompts) and the stdio transport.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,15 +10,20 @@ use tracing::Instrument;
 
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::LazyEngine;
-use crate::metrics;
+use crate::read_error::ReadError;
+use crate::resource_uri::ResourceUri;
 use crate::tools::CortexServer;
+use crate::{metrics, prompts, resources};
 
 /// What an MCP host shows the model about this server: when to write and when to read.
 pub const INSTRUCTIONS: &str = "\
@@ -82,11 +87,99 @@ impl ServerHandler for CortexServer {
         response
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(resources::list())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let read = async {
+            // The URI first: a malformed one is the caller's to fix even on an unset-up server.
+            let parsed = ResourceUri::parse(&uri).map_err(|e| resources::uri_error(&uri, e))?;
+            let (engine, user) = self.reader(&context.extensions).await?;
+            resources::read(&engine, &user, &uri, parsed).await
+        };
+        let read = read.instrument(span("resource", "read", &context)).await;
+        answer(read.map(ReadResourceResponse::from))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(prompts::list())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let get = async {
+            let wanted = prompts::request_of(&request)?;
+            let (engine, user) = self.reader(&context.extensions).await?;
+            prompts::recall_context(&engine, &user, &wanted).await
+        };
+        let got = get
+            .instrument(span("prompt", &request.name, &context))
+            .await;
+        answer(got.map(GetPromptResponse::from))
+    }
+
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("cortex-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
+}
+
+/// The span a resource read or a prompt runs in, as a tool call's: the request id and the
+/// caller's user (never the URI or the task, which hold the user's words).
+fn span(what: &'static str, name: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+    let parts = context.extensions.get::<Parts>();
+    tracing::info_span!(
+        "read",
+        what,
+        request = parts.map_or("-", |p| crate::http::request_id(&p.extensions)),
+        user = parts
+            .and_then(|p| p.extensions.get::<Caller>())
+            .map(|c| c.user_id.as_str()),
+        name,
+    )
+}
+
+/// A read's JSON-RPC answer; a server-side failure is logged for the operator.
+fn answer<T>(result: Result<T, ReadError>) -> Result<T, ErrorData> {
+    result.map_err(|e| {
+        if e.is_server_side() {
+            tracing::warn!(error = %e, "read failed");
+        } else {
+            tracing::debug!(error = %e, "read refused");
+        }
+        ErrorData::from(e)
+    })
 }
 
 /// Why serving stopped with an error.

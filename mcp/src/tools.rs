@@ -1,11 +1,12 @@
-//! The six tools. Each doc comment below is the tool's description as an agent sees it.
+//! The six tools, and whom each call (and each resource read or prompt) is served as.
+//! Each doc comment below is the tool's description as an agent sees it.
 
 use std::fmt;
 use std::sync::Arc;
 
 use axum::http::request::Parts;
 use cortex_app::{FilterError, FilterText};
-use cortex_core::keys::Caller;
+use cortex_core::keys::{Caller, Scope};
 use cortex_core::records::TimeRange;
 use cortex_core::{
     engine::MemorizeOptions, error::CortexError, filter::MemoryFilter, memory::MemoryKind,
@@ -26,6 +27,7 @@ use crate::output::{
     DossierOutput, ForgetOutput, MemoriesOutput, MemorizeOutput, MemoryView, RecallOutput,
     ScoredMemoryView, TimelineEventView, TimelineOutput,
 };
+use crate::read_error::ReadError;
 
 /// The MCP server: the tools over one lazily built engine. Cloning is cheap and shares the
 /// engine, which is how every HTTP session gets a handler.
@@ -48,6 +50,15 @@ impl fmt::Debug for CortexServer {
 
 // Results are spelled `Result<Json<T>, ToolError>` in full: the tool macro recognises that
 // shape, not an alias, when it derives each tool's output schema.
+//
+// Every tool states all four hints, since MCP's defaults (destructive, not idempotent, open
+// world) are the pessimistic ones. None is open-world: each reads or writes only the
+// caller's memories in the server's own store (a provider it calls on the way changes
+// nothing the agent sees). The reads are read-only, so repeating one changes nothing.
+// memorize is not idempotent: without CORTEX_DEDUP (off by default) the same content twice
+// is two memories; it is not destructive, since a correction (`replaces`) keeps the old
+// memory in its history. forget is destructive (the memory is gone for good) and
+// idempotent: a second call with the same id finds nothing and changes nothing.
 #[tool_router(vis = "pub(crate)")]
 impl CortexServer {
     pub fn new(engine: Arc<LazyEngine>) -> Self {
@@ -130,7 +141,13 @@ impl CortexServer {
     /// keywords combined), most relevant first, with their ids; it does not write an
     /// answer, so read them and use what applies. Optional filters (kinds, tags, tags_all,
     /// since, until) narrow the search to matching memories, e.g. decisions since a date.
-    #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        title = "Recall",
+        read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn recall(
         &self,
         Parameters(args): Parameters<RecallArgs>,
@@ -161,6 +178,8 @@ impl CortexServer {
     #[tool(annotations(
         title = "Recall about an entity",
         read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
         open_world_hint = false
     ))]
     async fn recall_about(
@@ -188,6 +207,8 @@ impl CortexServer {
     #[tool(annotations(
         title = "Recall a timeline",
         read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
         open_world_hint = false
     ))]
     async fn recall_timeline(
@@ -221,6 +242,8 @@ impl CortexServer {
     #[tool(annotations(
         title = "List memories",
         read_only_hint = true,
+        destructive_hint = false,
+        idempotent_hint = true,
         open_world_hint = false
     ))]
     async fn list_memories(
@@ -288,10 +311,7 @@ impl CortexServer {
         extensions: &Extensions,
         tool: Tool,
     ) -> Result<String, ToolError> {
-        let caller = extensions
-            .get::<Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>());
-        let refused = match (caller, self.keyed) {
+        let refused = match (key_caller(extensions), self.keyed) {
             (Some(caller), _) if caller.scope.allows(tool.scope()) => {
                 return Ok(caller.user_id.clone());
             }
@@ -306,6 +326,25 @@ impl CortexServer {
         Err(refused)
     }
 
+    /// The engine and whom a read (a resource, the prompt) is served as, by the same rule
+    /// as a tool's caller. Every key's scope allows reading.
+    pub(crate) async fn reader(
+        &self,
+        extensions: &Extensions,
+    ) -> Result<(Arc<Engine>, String), ReadError> {
+        let engine = self
+            .engine
+            .get()
+            .await
+            .map_err(|e| ReadError::Failed(ToolError::from(e)))?;
+        let user = match (key_caller(extensions), self.keyed) {
+            (Some(caller), _) if caller.scope.allows(Scope::Read) => caller.user_id.clone(),
+            (None, false) => engine.user_id.clone(),
+            _ => return Err(ReadError::NoCaller),
+        };
+        Ok((engine, user))
+    }
+
     async fn engine(&self) -> Result<Arc<Engine>, ToolError> {
         self.engine.get().await.map_err(|e| {
             let err = ToolError::from(e);
@@ -313,6 +352,13 @@ impl CortexServer {
             err
         })
     }
+}
+
+/// The API key's caller a request came with (HTTP in key or OAuth mode).
+fn key_caller(extensions: &Extensions) -> Option<&Caller> {
+    extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
 }
 
 /// A tool's filter arguments, checked before anything else runs.

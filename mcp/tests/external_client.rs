@@ -5,110 +5,22 @@
 // Test helpers outside #[test] fns panic on failure by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+#[path = "support/python.rs"]
+mod python;
+
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use python::{Drained, python, run_script, wait_bounded};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_cortex-mcp");
 const TOKEN: &str = "e2e-token-3f9a1c7d5b2e8046";
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("mcp/ sits in the workspace root")
-        .to_path_buf()
-}
-
-/// The virtualenv's python, or `None` after the workspace's skip policy ran (a skip line;
-/// a failure under CI, where a skipped end-to-end test would hide a gap).
-fn python() -> Option<PathBuf> {
-    let python = repo_root().join(".cache/mcp-venv/bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    cortex_conformance::skip_or_fail(format_args!(
-        "the Python MCP client is not installed ({} is missing); run scripts/setup-python-client.sh",
-        python.display()
-    ));
-    None
-}
-
-/// Runs the Python client to completion (bounded), returning its status and output.
+/// Runs `client.py` to completion (bounded), returning its status and output.
 fn run_client(python: &Path, args: &[&str]) -> (ExitStatus, String) {
-    let script = repo_root().join("mcp/tests/e2e/client.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the Python client");
-    let stdout = Drained::new(child.stdout.take().expect("piped stdout"), |_| {});
-    let stderr = Drained::new(child.stderr.take().expect("piped stderr"), |_| {});
-    let status = wait_bounded(&mut child, CLIENT_TIMEOUT).unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!(
-            "the Python client did not finish within {CLIENT_TIMEOUT:?}:\n{}\n{}",
-            stdout.text(),
-            stderr.text()
-        )
-    });
-    // The client has exited (and stopped the server it started over stdio, which shared
-    // its stderr), so both pipes are at their end: the readers finish with every line.
-    (status, format!("{}\n{}", stdout.finish(), stderr.finish()))
-}
-
-/// A pipe's lines, collected on a thread so the child never blocks on a full pipe.
-struct Drained {
-    lines: Arc<Mutex<Vec<String>>>,
-    reader: thread::JoinHandle<()>,
-}
-
-impl Drained {
-    /// Starts reading `pipe`; `on_line` sees each line as it arrives.
-    fn new(
-        pipe: impl std::io::Read + Send + 'static,
-        on_line: impl Fn(&str) + Send + 'static,
-    ) -> Self {
-        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-        let sink = lines.clone();
-        let reader = thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                on_line(&line);
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Self { lines, reader }
-    }
-
-    /// The lines read so far.
-    fn text(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    /// Every line the pipe carried: waits for its end (every writer gone).
-    fn finish(self) -> String {
-        let Self { lines, reader } = self;
-        reader.join().expect("the pipe reader panicked");
-        lines.lock().unwrap().join("\n")
-    }
-}
-
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("poll the child") {
-            return Some(status);
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    None
+    run_script(python, "client.py", args)
 }
 
 /// Kills the server if a check panics before it was stopped.

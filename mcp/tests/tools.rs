@@ -187,6 +187,144 @@ async fn lists_the_six_tools_with_documented_schemas() {
     );
 }
 
+/// Every tool states all four hints (MCP's defaults are the pessimistic ones) and an
+/// output schema for its structured result; the server offers resources and prompts.
+#[tokio::test]
+async fn every_tool_states_its_hints_and_output_schema() {
+    let h = harness(Layers::default()).await;
+    let capabilities = &h.client.peer_info().unwrap().capabilities;
+    assert!(capabilities.tools.is_some());
+    assert!(capabilities.resources.is_some(), "resources advertised");
+    assert!(capabilities.prompts.is_some(), "prompts advertised");
+    // (readOnly, destructive, idempotent, openWorld)
+    let expected: HashMap<&str, (bool, bool, bool, bool)> = HashMap::from([
+        ("memorize", (false, false, false, false)),
+        ("recall", (true, false, true, false)),
+        ("recall_about", (true, false, true, false)),
+        ("recall_timeline", (true, false, true, false)),
+        ("list_memories", (true, false, true, false)),
+        ("forget", (false, true, true, false)),
+    ]);
+    let tools = h.client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), expected.len());
+    for tool in &tools {
+        let name = tool.name.as_ref();
+        let a = tool
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name} has no annotations"));
+        let hints = (
+            a.read_only_hint,
+            a.destructive_hint,
+            a.idempotent_hint,
+            a.open_world_hint,
+        );
+        let (r, d, i, o) = expected[name];
+        assert_eq!(hints, (Some(r), Some(d), Some(i), Some(o)), "{name}");
+        assert!(a.title.is_some(), "{name} has a title");
+        let schema = tool
+            .output_schema
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name} has no output schema"));
+        assert_eq!(schema.get("type"), Some(&json!("object")), "{name}");
+        let properties = schema["properties"].as_object().unwrap();
+        for required in schema["required"].as_array().unwrap() {
+            let required = required.as_str().unwrap();
+            assert!(properties.contains_key(required), "{name}.{required}");
+        }
+    }
+}
+
+/// A resource's one JSON text, parsed; or the JSON-RPC error of the read.
+async fn read(h: &Harness, uri: &str) -> Result<Value, rmcp::ErrorData> {
+    match h
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+    {
+        Ok(result) => match &result.contents[..] {
+            [
+                rmcp::model::ResourceContents::TextResourceContents {
+                    text, mime_type, ..
+                },
+            ] => {
+                assert_eq!(mime_type.as_deref(), Some("application/json"), "{uri}");
+                Ok(serde_json::from_str(text).unwrap())
+            }
+            other => panic!("{uri}: {other:?}"),
+        },
+        Err(rmcp::ServiceError::McpError(e)) => Err(e),
+        Err(e) => panic!("{uri}: {e}"),
+    }
+}
+
+/// In process (the Python SDK checks the same over both transports): each resource and the
+/// prompt read the configured user's memories, and what does not exist is -32002.
+#[tokio::test]
+async fn resources_and_the_prompt_read_the_users_memories() {
+    let h = harness(Layers::default()).await;
+    let met = ok(h
+        .call(
+            "memorize",
+            json!({"content": "Met Ana Silva from Acme in Lisbon",
+                   "entities": [{"name": "Ana Silva", "aliases": ["Ana"]}],
+                   "relations": [{"from": "Ana Silva", "label": "works at", "to": "Acme"}],
+                   "event": {"time": "2026-11-20", "place": "Lisbon"}}),
+        )
+        .await)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let memory = read(&h, &format!("cortex://memory/{met}")).await.unwrap();
+    assert_eq!(memory["memory"]["id"], json!(met));
+    assert_eq!(memory["state"], json!("live"));
+    let graph = read(&h, "cortex://graph").await.unwrap();
+    assert_eq!(
+        graph["relations"],
+        json!([{"from": "Ana Silva", "label": "works_at", "to": "Acme"}])
+    );
+    let dossier = read(&h, "cortex://entity/ana").await.unwrap();
+    assert_eq!(dossier["entity"]["name"], json!("Ana Silva"));
+    let timeline = read(&h, "cortex://timeline?until=2026-12-01")
+        .await
+        .unwrap();
+    assert_eq!(timeline["events"][0]["memory"]["id"], json!(met));
+    for uri in [
+        "cortex://memory/00000000-0000-4000-8000-000000000000",
+        "cortex://entity/Nobody",
+        "cortex://elsewhere",
+    ] {
+        let e = read(&h, uri).await.unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::RESOURCE_NOT_FOUND, "{uri}");
+        assert_eq!(e.message, "Resource not found");
+        assert_eq!(e.data, Some(json!({ "uri": uri })));
+    }
+    let e = read(&h, "cortex://timeline?since=soon").await.unwrap_err();
+    assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("task".into(), json!("meeting Ana in Lisbon"));
+    let prompt = h
+        .client
+        .get_prompt(
+            rmcp::model::GetPromptRequestParams::new("recall_context").with_arguments(arguments),
+        )
+        .await
+        .unwrap();
+    let text = match &prompt.messages[..] {
+        [message] => serde_json::to_value(&message.content).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        text.contains(&met) && text.contains("Met Ana Silva"),
+        "{text}"
+    );
+    assert!(text.ends_with("Task: meeting Ana in Lisbon"), "{text}");
+}
+
 #[tokio::test]
 async fn memorize_recall_list_and_forget() {
     let h = harness(Layers::default()).await;

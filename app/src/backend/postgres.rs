@@ -33,11 +33,14 @@ impl BackendKind for Kind {
     }
 
     fn for_target(&self, target: &str, setting: &str) -> Result<Storage, StoreError> {
-        // The target's URL, every other Postgres setting from the environment.
-        let config = PostgresConfig::from_lookup(|name| match name {
+        // The target's URL, every other Postgres setting from the environment but the read
+        // replicas: those are the configured primary's standbys, not the target's, and a
+        // migration reads back what it wrote to verify it.
+        let mut config = PostgresConfig::from_lookup(|name| match name {
             "CORTEX_DATABASE_URL" => Some(target.to_owned()),
             other => env_var(other),
         })?;
+        config.replicas.urls.clear();
         config.check_url(setting)?;
         Ok(Arc::new(PostgresBackend { config }))
     }
@@ -56,14 +59,24 @@ impl PostgresBackend {
             schema = self.config.schema_name(),
             dense_mode = self.config.dense_mode.as_str(),
             pushdown = self.config.pushdown,
+            read_replicas = self.config.replicas.urls.len(),
             "using PostgreSQL"
         );
         Ok(store)
     }
 
+    /// A handle on the primary alone: API keys are read there on every request (a
+    /// revocation holds from the next one), and the footprint is the primary's; neither
+    /// needs the read replicas' pools and prober.
+    async fn primary_only(&self) -> Result<PostgresStore, StoreError> {
+        let mut config = self.config.clone();
+        config.replicas.urls.clear();
+        PostgresStore::connect(config).await
+    }
+
     /// The schema's size on disk and the HNSW index beside `shared_buffers`.
     async fn sizes(&self) -> Result<(Option<u64>, cortex_postgres::HnswMemory), StoreError> {
-        let store = PostgresStore::connect(self.config.clone()).await?;
+        let store = self.primary_only().await?;
         let bytes = TransferStore::size_bytes(&store).await?;
         let memory = store.diagnostics().hnsw_memory().await?;
         Ok((bytes, memory))
@@ -77,7 +90,12 @@ impl Backend for PostgresBackend {
     }
 
     fn describe(&self) -> String {
-        format!("PostgreSQL, schema {}", self.config.schema_name())
+        let schema = format!("PostgreSQL, schema {}", self.config.schema_name());
+        match self.config.replicas.urls.len() {
+            0 => schema,
+            1 => format!("{schema}, reads from 1 standby"),
+            n => format!("{schema}, reads from {n} standbys"),
+        }
     }
 
     async fn open(&self) -> Result<Arc<dyn TransferStore>, StoreError> {
@@ -85,7 +103,7 @@ impl Backend for PostgresBackend {
     }
 
     async fn open_keys(&self) -> Result<Arc<dyn KeyStore>, StoreError> {
-        Ok(Arc::new(self.store().await?))
+        Ok(Arc::new(self.primary_only().await?))
     }
 
     fn same_store(&self, other: &dyn Backend) -> Result<bool, StoreError> {

@@ -81,7 +81,7 @@ impl SqliteBackend {
         Ok(store)
     }
 
-    /// The bytes of the file beside this one with `suffix` (0 when there is none).
+    /// The path beside the database file with `suffix` appended (`-wal`, `.index`).
     fn beside(&self, suffix: &str) -> PathBuf {
         let mut path = self.config.path.clone().into_os_string();
         path.push(suffix);

@@ -9,6 +9,8 @@ use cortex_core::error::StoreError;
 use cortex_core::setting::{SWITCH_WORDS, parse_switch};
 
 use crate::error::Server;
+pub use crate::redact::redact_url;
+use crate::replicas::ReadReplicas;
 
 /// Connections per store unless `CORTEX_DATABASE_POOL_SIZE` says otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -291,6 +293,8 @@ pub struct PostgresConfig {
     pub plain_walk: bool,
     /// How long calls and connections may wait on the server (see [`Timeouts`]).
     pub timeouts: Timeouts,
+    /// Hot standbys that serve reads, and the bounds they are held to (none by default).
+    pub replicas: ReadReplicas,
 }
 
 impl PostgresConfig {
@@ -312,6 +316,7 @@ impl PostgresConfig {
             parallel_search: true,
             plain_walk: true,
             timeouts: Timeouts::default(),
+            replicas: ReadReplicas::default(),
         }
     }
 
@@ -321,8 +326,10 @@ impl PostgresConfig {
     /// `CORTEX_PG_LOOKUP_COST`, `CORTEX_PG_EF_SEARCH` (1-1000), `CORTEX_PG_HNSW_M`,
     /// `CORTEX_PG_HNSW_EF_CONSTRUCTION`, `CORTEX_PG_ANN_INDEX` (hnsw|ivfflat),
     /// `CORTEX_PG_IVF_LISTS`, `CORTEX_PG_IVF_PROBES`,
-    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0), `CORTEX_PG_PLAIN_WALK` (1/0) and `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for
-    /// none) through `get`: the app passes its one reader of the process environment
+    /// `CORTEX_PG_PARALLEL_SEARCH` (1/0), `CORTEX_PG_PLAIN_WALK` (1/0),
+    /// `CORTEX_PG_STATEMENT_TIMEOUT_SECS` (0 for none), and the read replicas'
+    /// `CORTEX_DATABASE_READ_URL`, `CORTEX_PG_READ_WAIT_MS` and
+    /// `CORTEX_PG_REPLICA_MAX_LAG_MS` (see [`ReadReplicas`]) through `get`: the app passes its one reader of the process environment
     /// (`cortex_app::env_var`), tests pass a map. The network timeouts other than the
     /// statement's are libpq's URL parameters (see [`Timeouts`]).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
@@ -404,6 +411,7 @@ impl PostgresConfig {
             }
             config.timeouts.statement = (secs > 0).then(|| Duration::from_secs(secs));
         }
+        config.replicas = ReadReplicas::from_lookup(&get)?;
         Ok(config)
     }
 
@@ -466,46 +474,9 @@ impl fmt::Debug for PostgresConfig {
             .field("parallel_search", &self.parallel_search)
             .field("plain_walk", &self.plain_walk)
             .field("timeouts", &self.timeouts)
+            .field("replicas", &self.replicas)
             .finish()
     }
-}
-
-/// The URL with any password replaced by `***`, for logs and Debug output.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    // URL form: scheme://user:password@host...
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                let start = rest_start + colon + 1;
-                out.replace_range(start..rest_start + at, "***");
-            }
-        }
-    }
-    // `password=` as a URL query parameter or a key=value pair.
-    let mut redacted = String::with_capacity(out.len());
-    let mut rest = out.as_str();
-    while let Some(pos) = rest.find("password=") {
-        let boundary = pos == 0 || matches!(rest.as_bytes()[pos - 1], b'?' | b'&' | b' ');
-        let value_start = pos + "password=".len();
-        redacted.push_str(&rest[..value_start]);
-        if boundary {
-            let value_end = rest[value_start..]
-                .find(['&', ' '])
-                .map_or(rest.len(), |i| value_start + i);
-            redacted.push_str("***");
-            rest = &rest[value_end..];
-        } else {
-            rest = &rest[value_start..];
-        }
-    }
-    redacted.push_str(rest);
-    redacted
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use cortex_core::error::StoreError;
 use deadpool_postgres::{Hook, HookError, Object, Pool, StatementCache};
+use futures_util::future::Either;
 
 use crate::config::Timeouts;
 use crate::error::{PostgresError, Server};
@@ -119,26 +120,77 @@ pub(crate) async fn within<T>(
     abandoned: &Abandoned,
     call: impl Future<Output = T>,
 ) -> Option<T> {
+    match within_unless(Some(limit), pool, abandoned, call, std::future::pending()).await {
+        Ended::Done(out) => Some(out),
+        Ended::TimedOut | Ended::Cut => None,
+    }
+}
+
+/// How a call run by [`within_unless`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended<T> {
+    /// It finished (well or not) in time.
+    Done(T),
+    /// No answer within its deadline.
+    TimedOut,
+    /// Given up when `cut` completed.
+    Cut,
+}
+
+/// [`within`] (with no deadline when `limit` is `None`), also given up as soon as `cut`
+/// completes: a read on a replica the prober found down meanwhile goes elsewhere instead
+/// of waiting out a dead link. Either way its connections are abandoned as a call past its
+/// deadline's are, never handed to the next call, and the pool's idle ones closed.
+pub(crate) async fn within_unless<T>(
+    limit: Option<Duration>,
+    pool: &Pool,
+    abandoned: &Abandoned,
+    call: impl Future<Output = T>,
+    cut: impl Future<Output = ()>,
+) -> Ended<T> {
+    let cut = std::pin::pin!(cut);
     if CALL.try_with(|_| ()).is_ok() {
-        return Some(call.await);
+        let call = std::pin::pin!(call);
+        return match futures_util::future::select(call, cut).await {
+            Either::Left((out, _)) => Ended::Done(out),
+            Either::Right(((), _)) => Ended::Cut,
+        };
     }
     let held = Arc::new(Held::default());
     // Boxed so that it can be dropped (its connections going back to the pool) only after
     // they are marked as abandoned.
     let mut scoped = Box::pin(CALL.scope(Arc::clone(&held), call));
-    if let Ok(out) = tokio::time::timeout(limit, scoped.as_mut()).await {
-        return Some(out);
+    let raced = async {
+        match futures_util::future::select(scoped.as_mut(), cut).await {
+            Either::Left((out, _)) => Ended::Done(out),
+            Either::Right(((), _)) => Ended::Cut,
+        }
+    };
+    let ended = match limit {
+        Some(limit) => tokio::time::timeout(limit, raced)
+            .await
+            .unwrap_or(Ended::TimedOut),
+        None => raced.await,
+    };
+    if let Ended::Done(out) = ended {
+        return Ended::Done(out);
     }
     abandoned.0.lock().append(&mut held.lock());
     drop(scoped);
     let closed = pool.retain(|_, _| false).removed.len();
     abandoned.forget_closed();
-    tracing::warn!(
-        waited = ?limit,
-        idle_closed = closed,
-        "a postgres call got no answer within its deadline; its connections are closed"
-    );
-    None
+    match (&ended, limit) {
+        (Ended::TimedOut, Some(limit)) => tracing::warn!(
+            waited = ?limit,
+            idle_closed = closed,
+            "a postgres call got no answer within its deadline; its connections are closed"
+        ),
+        _ => tracing::debug!(
+            idle_closed = closed,
+            "a postgres call was given up (its server went down); its connections are closed"
+        ),
+    }
+    ended
 }
 
 #[cfg(test)]
@@ -159,6 +211,31 @@ mod tests {
         let hung = within(limit, &pool, &abandoned, std::future::pending::<()>()).await;
         assert_eq!(hung, None);
         assert_eq!(within(limit, &pool, &abandoned, async { 7 }).await, Some(7));
+    }
+
+    #[tokio::test]
+    async fn a_call_is_given_up_when_cut() {
+        let (pool, abandoned) = (pool(), Abandoned::default());
+        let cut = tokio::time::sleep(Duration::from_millis(10));
+        let hung = std::future::pending::<()>();
+        let ended = within_unless(None, &pool, &abandoned, hung, cut).await;
+        assert_eq!(ended, Ended::Cut);
+        let done =
+            within_unless(None, &pool, &abandoned, async { 7 }, std::future::pending()).await;
+        assert_eq!(done, Ended::Done(7));
+        let limit = Some(Duration::from_millis(10));
+        let late = within_unless(
+            limit,
+            &pool,
+            &abandoned,
+            hung_call(),
+            std::future::pending(),
+        );
+        assert_eq!(late.await, Ended::TimedOut);
+    }
+
+    async fn hung_call() {
+        std::future::pending::<()>().await;
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ use cortex_core::{error::StoreError, store::SearchRequest};
 
 use crate::config::{AnnIndex, HnswBuild};
 use crate::hnsw_memory::{HnswMemory, hnsw_memory};
+use crate::replicas::{ReplicaReads, ReplicaStatus, Replicas};
 use crate::search::dense_plan::{HNSW_INDEX, hnsw_built_with};
 use crate::search::ivfflat::{IVFFLAT_INDEX, built_lists};
 use crate::search::lexical_path::{LexicalPaths, RarestFirstLookups};
@@ -81,18 +82,44 @@ impl Diagnostics<'_> {
                 let Some(signature) = self.store.known_signature().await? else {
                     return Ok(Vec::new());
                 };
-                let request = self.store.search_request(user, request).await?;
+                // On the primary: the plans of the server that holds every write.
+                let on = self.store.connections();
+                let request = self.store.search_request(on, user, request).await?;
                 let plan = self
                     .store
-                    .plan(user, signature.dimension, &request.filter)
+                    .plan(on, user, signature.dimension, &request.filter)
                     .await?;
                 let unit = normalized(&request.embedding);
                 self.store
-                    .search_of(plan, user, &unit, &request)
+                    .search_of(on, plan, user, &unit, &request)
                     .explain()
                     .await
             })
             .await
+    }
+
+    /// How this handle's reads went with read replicas (all zero without): served by a
+    /// replica, at once or after waiting for it to replay the user's last write, or by the
+    /// primary, and why; and the replicas passed over.
+    pub fn replica_reads(&self) -> ReplicaReads {
+        self.store
+            .replicas()
+            .map(Replicas::reads)
+            .unwrap_or_default()
+    }
+
+    /// Each read replica as the prober last found it (empty without).
+    pub fn replicas(&self) -> Vec<ReplicaStatus> {
+        self.store
+            .replicas()
+            .map(Replicas::status)
+            .unwrap_or_default()
+    }
+
+    /// Users whose last write through this handle some usable replica has not replayed
+    /// yet: the prober forgets each once every usable replica has.
+    pub fn pending_writes(&self) -> usize {
+        self.store.replicas().map_or(0, Replicas::pending_writes)
     }
 
     /// The settings the HNSW index was built with (see [`HnswBuild`]), `None` while there

@@ -233,27 +233,36 @@ pub(crate) async fn memory_records(
 }
 
 impl PostgresStore {
-    /// The records on one pooled connection, without a transaction: for a single-record
-    /// write, whose one row needs no transaction. A memory forgotten between its check
-    /// and the write fails the write's foreign key, reported as a missing reference.
+    /// The records on one of the primary's pooled connections, without a transaction: for
+    /// a single-record write, whose one row needs no transaction, of `wrote`'s records
+    /// (recorded for their reads to wait for; `None` for a look-up on the primary). A
+    /// memory forgotten between its check and the write fails the write's foreign key,
+    /// reported as a missing reference.
     pub(crate) async fn plain_records<T>(
         &self,
+        wrote: Option<&str>,
         write: impl AsyncFnOnce(&mut PgRecords<'_, Object>) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let client = self.client().await?;
-        write(&mut PgRecords::new(&client, self.names())).await
+        let out = write(&mut PgRecords::new(&client, self.names())).await?;
+        if let Some(user) = wrote {
+            self.note_write(&client, user).await;
+        }
+        Ok(out)
     }
 
-    /// The records in one transaction, committed when `write` succeeds and rolled back
-    /// (dropped) when it fails.
+    /// `user`'s records in one transaction, committed when `write` succeeds and rolled
+    /// back (dropped) when it fails.
     pub(crate) async fn records_in_transaction<T>(
         &self,
+        user: &str,
         write: impl AsyncFnOnce(&mut PgRecords<'_, Transaction<'_>>) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_err)?;
         let out = write(&mut PgRecords::new(&tx, self.names())).await?;
         tx.commit().await.map_err(pg_err)?;
+        self.note_write(&client, user).await;
         Ok(out)
     }
 }
@@ -265,15 +274,17 @@ impl EnrichmentStore for PostgresStore {
         user: &str,
         records: &ExtractionRecords,
     ) -> StoreResult<Vec<Entity>> {
-        self.bounded(self.records_in_transaction(async |tx| {
+        self.bounded(self.records_in_transaction(user, async |tx| {
             record_tx::record_extraction(tx, user, records).await
         }))
         .await
     }
 
     async fn add_event(&self, user: &str, event: &Event) -> StoreResult<()> {
-        self.bounded(self.plain_records(async |tx| record_tx::add_event(tx, user, event).await))
-            .await
+        self.bounded(self.plain_records(Some(user), async |tx| {
+            record_tx::add_event(tx, user, event).await
+        }))
+        .await
     }
 
     async fn timeline(
@@ -282,45 +293,54 @@ impl EnrichmentStore for PostgresStore {
         range: &TimeRange,
         max: usize,
     ) -> StoreResult<Vec<TimelineEntry>> {
-        self.bounded(timeline(self.connections(), self.names(), user, range, max))
-            .await
+        self.read(user, move |on| async move {
+            timeline(on, self.names(), user, range, max).await
+        })
+        .await
     }
 
     async fn upsert_entity(&self, user: &str, entity: &EntityUpsert) -> StoreResult<Entity> {
-        self.bounded(
-            self.records_in_transaction(async |tx| {
-                record_tx::upsert_entity(tx, user, entity).await
-            }),
-        )
+        self.bounded(self.records_in_transaction(user, async |tx| {
+            record_tx::upsert_entity(tx, user, entity).await
+        }))
         .await
     }
 
     async fn find_entity(&self, user: &str, name: &str) -> StoreResult<Option<Entity>> {
-        self.bounded(async {
-            let key = normalize_entity_name(name);
-            self.plain_records(async |tx| tx.find_entity(user, &key).await)
+        let key = normalize_entity_name(name);
+        let key = &key;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            PgRecords::new(&client, self.names())
+                .find_entity(user, key)
                 .await
         })
         .await
     }
 
     async fn entity(&self, user: &str, id: &EntityId) -> StoreResult<Option<Entity>> {
-        self.bounded(entity(self.connections(), self.names(), user, id))
-            .await
+        self.read(user, move |on| async move {
+            entity(on, self.names(), user, id).await
+        })
+        .await
     }
 
     async fn add_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<()> {
         self.bounded(async {
-            self.plain_records(async |tx| record_tx::add_edge(tx, user, edge).await)
-                .await
-                .map(|_| ())
+            self.plain_records(Some(user), async |tx| {
+                record_tx::add_edge(tx, user, edge).await
+            })
+            .await
+            .map(|_| ())
         })
         .await
     }
 
     async fn edges(&self, user: &str, entity: &EntityId) -> StoreResult<Vec<EntityEdge>> {
-        self.bounded(edges(self.connections(), self.names(), user, entity))
-            .await
+        self.read(user, move |on| async move {
+            edges(on, self.names(), user, entity).await
+        })
+        .await
     }
 
     async fn link_entity(
@@ -336,9 +356,11 @@ impl EnrichmentStore for PostgresStore {
                 entity_id: *entity,
                 role,
             };
-            self.plain_records(async |tx| record_tx::link_entity(tx, user, &link).await)
-                .await
-                .map(|_| ())
+            self.plain_records(Some(user), async |tx| {
+                record_tx::link_entity(tx, user, &link).await
+            })
+            .await
+            .map(|_| ())
         })
         .await
     }
@@ -349,23 +371,16 @@ impl EnrichmentStore for PostgresStore {
         entity: &EntityId,
         max: usize,
     ) -> StoreResult<Vec<Memory>> {
-        self.bounded(entity_memories(
-            self.connections(),
-            self.names(),
-            user,
-            entity,
-            max,
-        ))
+        self.read(user, move |on| async move {
+            entity_memories(on, self.names(), user, entity, max).await
+        })
         .await
     }
 
     async fn memory_records(&self, user: &str, memory_id: &MemoryId) -> StoreResult<MemoryRecords> {
-        self.bounded(memory_records(
-            self.connections(),
-            self.names(),
-            user,
-            memory_id,
-        ))
+        self.read(user, move |on| async move {
+            memory_records(on, self.names(), user, memory_id).await
+        })
         .await
     }
 }

@@ -298,6 +298,27 @@ impl PostgresError {
         source.and_then(tokio_postgres::Error::code)
     }
 
+    /// Whether the server could not be reached or went away: no connection could be
+    /// opened, none came back within a deadline, or the one in use closed or was
+    /// terminated (a read replica that fails so is skipped until it answers again). A
+    /// statement the server refused is not, nor a pool whose connections are all busy.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        match self {
+            PostgresError::Connect { .. } | PostgresError::NoAnswer { .. } => true,
+            PostgresError::PoolExhausted { .. } => false,
+            PostgresError::Call { cause, .. } => matches!(
+                cause,
+                Cause::Refused
+                    | Cause::TimedOut
+                    | Cause::NoAnswer { .. }
+                    | Cause::ShuttingDown { .. }
+                    | Cause::NotAccepting { .. }
+                    | Cause::Closed
+                    | Cause::Network(_)
+            ),
+        }
+    }
+
     /// Opening a connection to `server` failed.
     pub(crate) fn connect(server: &Server, e: tokio_postgres::Error) -> Self {
         PostgresError::Connect {

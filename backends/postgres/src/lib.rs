@@ -28,7 +28,9 @@ mod postings;
 mod prefix;
 mod reanalyze;
 mod records;
+mod redact;
 mod reembed;
+mod replicas;
 mod schema;
 mod search;
 mod sql;
@@ -46,6 +48,11 @@ pub use error::PostgresError;
 pub use hnsw_memory::HnswMemory;
 pub use inspect::{Inspection, inspect};
 pub use names::validate_schema_name;
+pub use replicas::{
+    DEFAULT_MAX_LAG, DEFAULT_PROBE_INTERVAL, DEFAULT_PROBE_TIMEOUT, DEFAULT_READ_WAIT,
+    READS_SERIES, ROUTES, ReadReplicas, ReplicaReads, ReplicaState, ReplicaStatus,
+    SERIES as REPLICA_SERIES, SKIP_REASONS, SKIPS_SERIES, USABLE_SERIES, split_urls,
+};
 pub use schema::SCHEMA_VERSION;
 pub use search::lexical_path::{LexicalPath, LexicalPaths, RarestFirstLookups};
 pub use store::PostgresStore;

@@ -177,6 +177,32 @@ impl Connections {
         Some(client)
     }
 
+    /// The server these connections go to, as errors and logs name it.
+    pub(crate) fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Closes every idle connection: its server went down, so each would cost the next
+    /// caller a recycle timeout to find out.
+    pub(crate) fn close_idle(&self) {
+        self.pool.retain(|_, _| false);
+    }
+
+    /// [`bounded`](Self::bounded), and given up as soon as `cut` completes (see
+    /// [`deadline::within_unless`]): `None` then, its connections closed.
+    pub(crate) async fn bounded_unless<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+        cut: impl Future<Output = ()>,
+    ) -> Option<Result<T, StoreError>> {
+        let limit = self.deadline.as_ref().map(Deadline::limit);
+        match deadline::within_unless(limit, &self.pool, &self.abandoned, call, cut).await {
+            deadline::Ended::Done(out) => Some(out),
+            deadline::Ended::TimedOut => self.deadline.as_ref().map(|d| Err(d.error(&self.server))),
+            deadline::Ended::Cut => None,
+        }
+    }
+
     /// Runs one call of the store under its deadline (see [`crate::deadline`]).
     pub(crate) async fn bounded<T>(
         &self,

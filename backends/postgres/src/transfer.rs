@@ -122,19 +122,20 @@ impl TransferStore for PostgresStore {
         after: i64,
         max: usize,
     ) -> StoreResult<Vec<StoredMemory>> {
-        self.bounded(async {
-            let built = build(
-                Query::select()
-                    .columns(memory_columns("m"))
-                    .columns([("m", Memories::Superseded), ("m", Memories::Embedding)])
-                    .from_as(self.names().table(Memories::Table), "m")
-                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                    .and_where(Expr::col(("m", Memories::Seq)).gt(after))
-                    .order_by(("m", Memories::Seq), Order::Asc)
-                    .limit(limit(max)),
-            );
-            let client = self.client().await?;
-            rows(&client, &built)
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .columns([("m", Memories::Superseded), ("m", Memories::Embedding)])
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                .and_where(Expr::col(("m", Memories::Seq)).gt(after))
+                .order_by(("m", Memories::Seq), Order::Asc)
+                .limit(limit(max)),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            rows(&client, built)
                 .await?
                 .iter()
                 .map(|r| {
@@ -157,24 +158,22 @@ impl TransferStore for PostgresStore {
         offset: u64,
         max: usize,
     ) -> StoreResult<Vec<Record>> {
-        self.bounded(async {
-            let layout = layout(kind, self.names());
-            let mut select = Query::select();
-            select
-                .columns(layout.columns)
-                .from(layout.table)
-                .and_where(Expr::col(layout.owner).eq(user))
-                .offset(offset)
-                .limit(limit(max));
-            for column in layout.order {
-                select.order_by(column, Order::Asc);
-            }
-            let client = self.client().await?;
-            rows(&client, &build(&select))
-                .await?
-                .iter()
-                .map(layout.decode)
-                .collect()
+        let layout = layout(kind, self.names());
+        let mut select = Query::select();
+        select
+            .columns(layout.columns)
+            .from(layout.table)
+            .and_where(Expr::col(layout.owner).eq(user))
+            .offset(offset)
+            .limit(limit(max));
+        for column in layout.order {
+            select.order_by(column, Order::Asc);
+        }
+        let (built, decode) = (build(&select), layout.decode);
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            rows(&client, built).await?.iter().map(decode).collect()
         })
         .await
     }
@@ -189,7 +188,7 @@ impl TransferStore for PostgresStore {
     ) -> StoreResult<Imported> {
         self.bounded(async {
             let owner = self
-                .plain_records(async |tx| tx.memory_owner(&memory.id).await)
+                .plain_records(None, async |tx| tx.memory_owner(&memory.id).await)
                 .await?;
             if let Some(done) =
                 existing_id("memory", &memory.id, owner.as_deref(), &memory.user_id)?
@@ -203,29 +202,31 @@ impl TransferStore for PostgresStore {
     }
 
     async fn import_event(&self, user: &str, event: &Event) -> StoreResult<Imported> {
-        self.bounded(
-            self.records_in_transaction(async |tx| record_tx::import_event(tx, user, event).await),
-        )
+        self.bounded(self.records_in_transaction(user, async |tx| {
+            record_tx::import_event(tx, user, event).await
+        }))
         .await
     }
 
     async fn import_entity(&self, user: &str, entity: &Entity) -> StoreResult<ImportedEntity> {
-        self.bounded(
-            self.records_in_transaction(async |tx| {
-                record_tx::import_entity(tx, user, entity).await
-            }),
-        )
+        self.bounded(self.records_in_transaction(user, async |tx| {
+            record_tx::import_entity(tx, user, entity).await
+        }))
         .await
     }
 
     async fn import_edge(&self, user: &str, edge: &EntityEdge) -> StoreResult<Imported> {
-        self.bounded(self.plain_records(async |tx| record_tx::import_edge(tx, user, edge).await))
-            .await
+        self.bounded(self.plain_records(Some(user), async |tx| {
+            record_tx::import_edge(tx, user, edge).await
+        }))
+        .await
     }
 
     async fn import_link(&self, user: &str, link: &EntityLink) -> StoreResult<Imported> {
-        self.bounded(self.plain_records(async |tx| record_tx::import_link(tx, user, link).await))
-            .await
+        self.bounded(self.plain_records(Some(user), async |tx| {
+            record_tx::import_link(tx, user, link).await
+        }))
+        .await
     }
 
     async fn unstaged(
@@ -266,6 +267,7 @@ impl TransferStore for PostgresStore {
             .map_err(pg_err)?;
         let outcome = reembed::switch(&tx, self.names(), signature).await?;
         tx.commit().await.map_err(pg_err)?;
+        self.note_write_for_everyone(&client).await;
         if let Switch::Switched { .. } = outcome {
             self.remember_signature(signature.clone());
         }

@@ -1,8 +1,7 @@
 //! The everyday commands and the transfer commands, each printing text or `--json`.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
 
 use cortex_app::dates::parse_instant;
 use cortex_app::engine::open_store;
@@ -18,17 +17,16 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::admin::error::AdminError;
-use crate::admin::import::{ExportReader, Importer, LineCheck, Vectors};
 use crate::admin::migrate::migrate;
 use crate::admin::progress::Progress;
 use crate::admin::reembed::{estimate, reembed};
 use crate::admin::{Context, StoreContext, check_not_itself, storage_of};
 use crate::cli::{
-    AddArgs, ExportArgs, FilterArgs, IdArgs, ImportArgs, ListArgs, MigrateArgs, PruneArgs,
-    ReembedArgs, SearchArgs, StatsArgs, TagArgs,
+    AddArgs, ExportArgs, FilterArgs, IdArgs, ListArgs, MigrateArgs, PruneArgs, ReembedArgs,
+    SearchArgs, StatsArgs, TagArgs,
 };
 
-fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
+pub(crate) fn print_json(value: &impl Serialize) -> Result<(), AdminError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| AdminError::Usage(format!("cannot write JSON: {e}")))?;
     println!("{text}");
@@ -472,124 +470,6 @@ pub async fn export_cmd(args: ExportArgs) -> Result<(), AdminError> {
     };
     progress.finish();
     eprintln!("exported {written} records of {} user(s)", users.len());
-    Ok(())
-}
-
-fn open_input(path: &std::path::Path) -> Result<Box<dyn BufRead>, AdminError> {
-    if path.as_os_str() == "-" {
-        return Ok(Box::new(BufReader::new(std::io::stdin())));
-    }
-    let file = File::open(path).map_err(|e| AdminError::io(path, e))?;
-    Ok(Box::new(BufReader::new(file)))
-}
-
-/// Before a file is imported: when it does not end with a newline, as every export does, it
-/// is read through once, so that a file cut short is refused before anything of it is
-/// written (standard input cannot be read twice; there the cut is found where it is).
-fn check_not_truncated(path: &std::path::Path) -> Result<(), AdminError> {
-    if path.as_os_str() == "-" {
-        return Ok(());
-    }
-    let io = |e| AdminError::io(path, e);
-    let mut file = File::open(path).map_err(io)?;
-    // A pipe (`<(gunzip -c …)`) cannot be read twice either; an empty file is refused as one.
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() || meta.len() == 0 {
-        return Ok(());
-    }
-    let mut last = [0u8; 1];
-    file.seek(SeekFrom::End(-1)).map_err(io)?;
-    file.read_exact(&mut last).map_err(io)?;
-    if last[0] == b'\n' {
-        return Ok(());
-    }
-    file.rewind().map_err(io)?;
-    let mut reader = ExportReader::new(BufReader::new(file));
-    reader.read_header()?;
-    while !reader.read_batch()?.is_empty() {}
-    Ok(())
-}
-
-pub async fn import_cmd(args: ImportArgs) -> Result<(), AdminError> {
-    let mut input = ExportReader::new(open_input(&args.file)?);
-    let header = input.read_header()?;
-    let progress = Progress::new("import", None);
-    let (tally, dry) = if args.dry_run {
-        // No store, no model: the file alone is checked.
-        let check = LineCheck::new(&header, args.as_user.clone());
-        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        loop {
-            let batch = input.read_batch()?;
-            if batch.is_empty() {
-                break;
-            }
-            check.check(&batch)?;
-            for (_, line) in &batch {
-                *counts.entry(line.kind().to_owned()).or_default() += 1;
-            }
-            progress.inc(batch.len() as u64);
-        }
-        (counts, true)
-    } else {
-        check_not_truncated(&args.file)?;
-        let ctx = Context::open().await?;
-        let embedder = ctx.config.providers.build_embedder_async().await?;
-        let configured = embedder.embedding_signature();
-        if let Some(stored) = ctx.store.signature().await?
-            && stored != configured
-        {
-            return Err(AdminError::SignatureMismatch { stored, configured });
-        }
-        let mut importer = Importer::new(
-            &*ctx.store,
-            Vectors::Embed {
-                embedder: &*embedder,
-            },
-            &header,
-            args.as_user.clone(),
-        );
-        // The last line of the last batch written: a cut found later says what is in.
-        let mut written_through = None;
-        loop {
-            let batch = input.read_batch().map_err(|e| match e {
-                AdminError::Truncated {
-                    line, last_good, ..
-                } => AdminError::Truncated {
-                    line,
-                    last_good,
-                    written_through,
-                },
-                other => other,
-            })?;
-            let Some(&(last, _)) = batch.last() else {
-                break;
-            };
-            importer.write(&batch).await?;
-            written_through = Some(last);
-            progress.inc(batch.len() as u64);
-        }
-        let tally = &importer.tally;
-        let mut counts: BTreeMap<String, u64> = tally
-            .written
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), *v))
-            .chain(
-                tally
-                    .present
-                    .iter()
-                    .map(|(k, v)| (format!("{k} already present"), *v)),
-            )
-            .collect();
-        counts.insert("embedded".to_owned(), tally.embedded);
-        (counts, false)
-    };
-    progress.finish();
-    if args.json {
-        return print_json(&json!({"dry_run": dry, "counts": tally}));
-    }
-    let verb = if dry { "valid" } else { "imported" };
-    let parts: Vec<String> = tally.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("{verb}: {}", parts.join(", "));
     Ok(())
 }
 

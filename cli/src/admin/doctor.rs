@@ -136,8 +136,8 @@ pub async fn run_checks(online: bool) -> Vec<Check> {
 fn model_files(local: &cortex_providers::LocalSettings) -> Result<String, String> {
     let Some(dir) = local.model_dir() else {
         return Err(
-            "no local model directory; run `bash scripts/fetch-mpnet-model.sh` \
-                    or set CORTEX_EMBED_MODEL_PATH"
+            "no local model directory; run `cortex model fetch` (or, in a checkout, \
+                    `bash scripts/fetch-mpnet-model.sh`) or set CORTEX_EMBED_MODEL_PATH"
                 .into(),
         );
     };

@@ -62,6 +62,18 @@ pub enum AdminError {
         /// cut); `None` when nothing of the file was written.
         written_through: Option<usize>,
     },
+    /// A record of a `cortex import --from` source that cannot be read (not JSON, or not of
+    /// that format) or fails the checks memorize makes. Nothing of it was written.
+    #[error("{0}")]
+    SourceRecord(Box<SourceStop>),
+    /// A `cortex import --from` source that ends inside a record: cut short (a download or a
+    /// copy that stopped). Nothing of that record was written.
+    #[error("{0}")]
+    SourceTruncated(Box<SourceStop>),
+    /// A store failure while writing these records of a `--from` source: where the backend
+    /// writes a batch in one transaction (SQLite), none of them was written.
+    #[error("{records}: {message}")]
+    Records { records: String, message: String },
     /// The store holds vectors of another model than the one configured.
     #[error(
         "the store holds vectors of {stored}, the configured embedder writes {configured}: set \
@@ -103,6 +115,80 @@ pub struct LastGood {
     pub line: usize,
     /// The last memory line parsed whole: its line and its id.
     pub memory: Option<(usize, Uuid)>,
+}
+
+/// A record of a `cortex import --from` source, read whole: where it is and what it is
+/// called, so that an error can say where reading stopped being sure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordName {
+    /// Where it is: `conversation 3`, `line 7`, `note people/ana.md`.
+    pub place: String,
+    /// Its title or name, when it has one.
+    pub title: Option<String>,
+    /// Its id in the source, when it has one.
+    pub id: Option<String>,
+}
+
+impl RecordName {
+    pub fn new(place: impl Into<String>) -> Self {
+        Self {
+            place: place.into(),
+            title: None,
+            id: None,
+        }
+    }
+}
+
+impl std::fmt::Display for RecordName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.place)?;
+        if let Some(title) = self.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            // A title is the source's text: shown on one line and not at any length.
+            let shown: String = title.split_whitespace().collect::<Vec<_>>().join(" ");
+            let cut: String = shown.chars().take(60).collect();
+            let more = if cut.len() < shown.len() { "…" } else { "" };
+            write!(f, " '{cut}{more}'")?;
+        }
+        if let Some(id) = &self.id {
+            write!(f, " (id {id})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where reading a `cortex import --from` source stopped, and what of it is in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStop {
+    /// The `--from` format.
+    pub format: &'static str,
+    /// What went wrong, and where: "conversation 4 cannot be imported: ...", "the file is
+    /// truncated: ...".
+    pub what: String,
+    /// The last record read whole before it, if any.
+    pub last_good: Option<RecordName>,
+    /// Whether every record up to `last_good` is in the store (standard input, which is
+    /// not read twice); otherwise nothing of the source was written.
+    pub written: bool,
+}
+
+impl std::fmt::Display for SourceStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let last = match &self.last_good {
+            Some(record) => format!("{record} was the last read whole"),
+            None => "no record before it was read whole".to_owned(),
+        };
+        let next = match (self.written, &self.last_good) {
+            (true, Some(_)) => {
+                "Everything up to it is imported, nothing after it: run the import again \
+                 with the whole file; what is already in the store is skipped"
+            }
+            _ => {
+                "Nothing was imported: fix the file (or export it again, whole) and run the \
+                 import again"
+            }
+        };
+        write!(f, "{} import: {}; {last}. {next}", self.format, self.what)
+    }
 }
 
 fn truncated_message(line: usize, last: &LastGood, written_through: Option<usize>) -> String {

@@ -5,7 +5,7 @@ use cortex_app::transfer::pager::Pager;
 use cortex_core::transfer::TransferStore;
 
 use crate::admin::error::AdminError;
-use crate::admin::import::{Importer, Tally, Vectors};
+use crate::admin::import::writer::{Importer, Tally, Vectors};
 use crate::admin::progress::Progress;
 use crate::admin::summary::{Summary, summarize};
 

@@ -10,7 +10,7 @@ use cortex_core::{
 use serde::Serialize;
 
 use crate::admin::error::AdminError;
-use crate::admin::import::check_vectors;
+use crate::admin::import::writer::check_vectors;
 use crate::admin::progress::Progress;
 
 /// Memories per embedding call and per staging transaction, by default.

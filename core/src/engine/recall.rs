@@ -87,12 +87,7 @@ impl CortexMemory {
                     let mut found =
                         hybrid_retrieve_filtered(&b.index, &embedding, &terms, fetch, &filter)?;
                     if let Some(same_topic) = current {
-                        let head: Vec<&Memory> = found
-                            .iter()
-                            .take(current::HEAD)
-                            .map(|c| &c.memory)
-                            .collect();
-                        let units = b.index.unit_vectors(&head)?;
+                        let units = b.index.unit_vectors(&head(&found))?;
                         current::prefer_current(&mut found, &units_or_empty(units), same_topic);
                     }
                     found
@@ -128,12 +123,8 @@ impl CortexMemory {
     ) -> Result<Vec<ScoredMemory>> {
         let mut found = self.store.search(user, request).await?;
         if let Some(same_topic) = current {
-            let head: Vec<MemoryId> = found
-                .iter()
-                .take(current::HEAD)
-                .map(|c| c.memory.id)
-                .collect();
-            let stored = self.store.embeddings(user, &head).await?;
+            let ids: Vec<MemoryId> = head(&found).iter().map(|m| m.id).collect();
+            let stored = self.store.embeddings(user, &ids).await?;
             let units = stored
                 .into_iter()
                 .map(|v| v.map(|v| crate::embedding::normalized(&v)))
@@ -197,6 +188,15 @@ impl CortexMemory {
             }
         }
     }
+}
+
+/// The memories the current-over-stale stage compares, whichever path found them.
+fn head(found: &[ScoredMemory]) -> Vec<&Memory> {
+    found
+        .iter()
+        .take(current::HEAD)
+        .map(|c| &c.memory)
+        .collect()
 }
 
 /// Unit vectors for [`current::prefer_current`]; a memory without one (left the store

@@ -170,7 +170,8 @@ fn no_model(settings: &LocalSettings) -> ProviderError {
     ProviderError::Config(format!(
         "CORTEX_EMBED_PROVIDER=local needs a model: set CORTEX_EMBED_MODEL_PATH to a directory \
          with {}'s config.json, tokenizer.json and model.safetensors{default} (see \
-         docs/PROVIDERS.md; a build with the `hf-hub` feature downloads it by itself)",
+         docs/PROVIDERS.md; `cortex model fetch` puts the default, all-mpnet-base-v2, there; \
+         a build with the `hf-hub` feature downloads it by itself)",
         settings.repo
     ))
 }

@@ -131,6 +131,8 @@ fn with_nothing_configured_the_error_says_what_to_set() {
         "CORTEX_EMBED_MODEL_PATH",
         ".cortex/models/all-mpnet-base-v2",
         "fetch-mpnet-model.sh",
+        "`cortex model fetch`",
+        "uvx --from cortex-memory-server cortex model fetch",
         "GEMINI_API_KEY",
         "CORTEX_EMBED_PROVIDER=fake",
     ] {
@@ -149,7 +151,9 @@ fn asking_for_local_without_a_model_explains_where_to_put_one() {
     .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("CORTEX_EMBED_MODEL_PATH") && text.contains("hf-hub"),
+        text.contains("CORTEX_EMBED_MODEL_PATH")
+            && text.contains("hf-hub")
+            && text.contains("`cortex model fetch`"),
         "{text}"
     );
 

@@ -32,10 +32,11 @@ use crate::pool::Connections;
 use crate::postings::{DocTerms, adjust_stats, bump_user, delete_postings, insert_postings};
 use crate::prefix::prefix_bounds;
 use crate::records::PgRecords;
+use crate::replicas::Replicas;
 use crate::schema::{ServerInfo, migrate};
 use crate::search::lexical_path::PathCounters;
 use crate::sql::{self, build, get, get_named, limit, row_opt, rows, sea_err};
-use crate::tables::{Memories, Supersessions, Users};
+use crate::tables::{Memories, Supersessions};
 use crate::{pg_err, pool, tls};
 
 mod search_plan;
@@ -81,6 +82,8 @@ struct Inner {
     short_walks: Mutex<HashSet<String>>,
     /// Searches that walked the graph twice for that (diagnostics).
     rewalks: AtomicU64,
+    /// The hot standbys reads go to, when `CORTEX_DATABASE_READ_URL` names any.
+    replicas: Option<Replicas>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -108,6 +111,10 @@ impl PostgresStore {
             search_path.push(&server.extension_schema);
         }
         let pool = pool::build_pool(endpoint, &search_path, config.pool_size)?;
+        let replicas = match config.replicas.is_empty() {
+            true => None,
+            false => Some(Replicas::open(&config, &search_path).await?),
+        };
         if !server.iterative_scan && config.dense_mode != DenseMode::Exact {
             tracing::warn!(
                 "pgvector is older than 0.8: HNSW searches cannot scan iteratively, so a \
@@ -130,6 +137,7 @@ impl PostgresStore {
                 filtered_exact: AtomicU64::new(0),
                 short_walks: Mutex::new(HashSet::new()),
                 rewalks: AtomicU64::new(0),
+                replicas,
             }),
         };
         if store.inner.config.dense_mode == DenseMode::Hnsw
@@ -155,6 +163,11 @@ impl PostgresStore {
 
     pub(crate) fn connections(&self) -> &Connections {
         &self.inner.pool
+    }
+
+    /// The hot standbys, if any (reads reach them through `read`).
+    pub(crate) fn replicas(&self) -> Option<&Replicas> {
+        self.inner.replicas.as_ref()
     }
 
     /// Runs one call under the store's deadline (see [`crate::deadline`]).
@@ -298,6 +311,7 @@ impl MemoryStore for PostgresStore {
                 }
             }
             tx.commit().await.map_err(pg_err)?;
+            self.note_write(&client, &memory.user_id).await;
             // Back to the pool before anything else takes a connection.
             drop(client);
             self.remember_signature(signature.clone());
@@ -318,16 +332,17 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {
-        self.bounded(async {
-            let built = build(
-                Query::select()
-                    .columns(memory_columns("m"))
-                    .from_as(self.names().table(Memories::Table), "m")
-                    .and_where(Expr::col(("m", Memories::Id)).eq(*id))
-                    .and_where(Expr::col(("m", Memories::UserId)).eq(user)),
-            );
-            let client = self.client().await?;
-            row_opt(&client, &built)
+        let built = build(
+            Query::select()
+                .columns(memory_columns("m"))
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::Id)).eq(*id))
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user)),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            row_opt(&client, built)
                 .await?
                 .map(|row| memory_of(&row))
                 .transpose()
@@ -336,21 +351,22 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn find_by_prefix(&self, user: &str, prefix: &str) -> StoreResult<Vec<MemoryId>> {
-        self.bounded(async {
-            let Some((low, high)) = prefix_bounds(prefix) else {
-                return Ok(Vec::new());
-            };
-            let built = build(
-                Query::select()
-                    .column(Memories::Id)
-                    .from(self.names().table(Memories::Table))
-                    .and_where(Expr::col(Memories::Id).gte(low))
-                    .and_where(Expr::col(Memories::Id).lte(high))
-                    .and_where(Expr::col(Memories::UserId).eq(user))
-                    .order_by(Memories::Id, Order::Asc),
-            );
-            let client = self.client().await?;
-            rows(&client, &built)
+        let Some((low, high)) = prefix_bounds(prefix) else {
+            return Ok(Vec::new());
+        };
+        let built = build(
+            Query::select()
+                .column(Memories::Id)
+                .from(self.names().table(Memories::Table))
+                .and_where(Expr::col(Memories::Id).gte(low))
+                .and_where(Expr::col(Memories::Id).lte(high))
+                .and_where(Expr::col(Memories::UserId).eq(user))
+                .order_by(Memories::Id, Order::Asc),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            rows(&client, built)
                 .await?
                 .iter()
                 .map(|r| get(r, 0))
@@ -433,6 +449,7 @@ impl MemoryStore for PostgresStore {
                 }
             }
             tx.commit().await.map_err(pg_err)?;
+            self.note_write(&client, user).await;
             Ok(Some(Deleted {
                 generation,
                 restored,
@@ -442,70 +459,59 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn list(&self, user: &str, query: &ListQuery) -> StoreResult<Vec<Memory>> {
-        self.bounded(async {
-            let mut select = Query::select();
-            select
-                .columns(memory_columns("m"))
-                .from_as(self.names().table(Memories::Table), "m")
-                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                .and_where(Expr::cust("NOT m.superseded"));
-            if let Some(key) = query.before {
-                // A row comparison, which the (user_id, created_at) index can range over.
-                select.and_where(
-                    Expr::tuple([
-                        Expr::col(("m", Memories::CreatedAt)),
-                        Expr::col(("m", Memories::Seq)),
-                    ])
-                    .lt(Expr::tuple([Expr::val(key.created_at), Expr::val(key.seq)])),
-                );
-            }
-            for condition in filter_conditions("m", &query.filter) {
-                select.and_where(condition);
-            }
-            let built = build(
-                select
-                    .order_by(("m", Memories::CreatedAt), Order::Desc)
-                    .order_by(("m", Memories::Seq), Order::Desc)
-                    .limit(limit(query.limit)),
+        let mut select = Query::select();
+        select
+            .columns(memory_columns("m"))
+            .from_as(self.names().table(Memories::Table), "m")
+            .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+            .and_where(Expr::cust("NOT m.superseded"));
+        if let Some(key) = query.before {
+            // A row comparison, which the (user_id, created_at) index can range over.
+            select.and_where(
+                Expr::tuple([
+                    Expr::col(("m", Memories::CreatedAt)),
+                    Expr::col(("m", Memories::Seq)),
+                ])
+                .lt(Expr::tuple([Expr::val(key.created_at), Expr::val(key.seq)])),
             );
-            let client = self.client().await?;
-            rows(&client, &built).await?.iter().map(memory_of).collect()
+        }
+        for condition in filter_conditions("m", &query.filter) {
+            select.and_where(condition);
+        }
+        let built = build(
+            select
+                .order_by(("m", Memories::CreatedAt), Order::Desc)
+                .order_by(("m", Memories::Seq), Order::Desc)
+                .limit(limit(query.limit)),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            rows(&client, built).await?.iter().map(memory_of).collect()
         })
         .await
     }
 
     async fn count(&self, user: &str) -> StoreResult<u64> {
-        self.bounded(async {
-            // The statistics row counts exactly the live memories (see `postings`).
-            let built = build(
-                Query::select()
-                    .column(Users::DocCount)
-                    .from(self.names().table(Users::Table))
-                    .and_where(Expr::col(Users::UserId).eq(user)),
-            );
-            let client = self.client().await?;
-            let live = match row_opt(&client, &built).await? {
-                Some(row) => u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0),
-                None => 0,
-            };
-            self.remember_live_count(user, live);
-            Ok(live)
-        })
+        self.read(
+            user,
+            move |on| async move { self.live_count(on, user).await },
+        )
         .await
     }
 
     async fn generation(&self, user: &str) -> StoreResult<Generation> {
-        self.bounded(async {
-            let client = self.client().await?;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
             read_generation(&client, self.names(), user).await
         })
         .await
     }
 
     async fn build_index(&self, user: &str, dimension: usize) -> StoreResult<BuiltIndex> {
-        self.bounded(async {
+        self.read(user, move |on| async move {
             let names = self.names();
-            let mut client = self.client().await?;
+            let mut client = on.get().await?;
             // One snapshot, so the rows and the generation describe the same state.
             let tx = client
                 .build_transaction()
@@ -542,25 +548,29 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn search(&self, user: &str, request: &SearchRequest) -> StoreResult<Vec<ScoredMemory>> {
-        self.bounded(self.pushdown(user, request)).await
+        self.read(user, move |on| async move {
+            self.pushdown(on, user, request).await
+        })
+        .await
     }
 
     async fn embeddings(&self, user: &str, ids: &[MemoryId]) -> StoreResult<Vec<Option<Vec<f32>>>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.bounded(async {
-            let built = build(
-                Query::select()
-                    .column(("m", Memories::Id))
-                    .column(("m", Memories::Embedding))
-                    .from_as(self.names().table(Memories::Table), "m")
-                    .and_where(Expr::col(("m", Memories::UserId)).eq(user))
-                    .and_where(Expr::col(("m", Memories::Id)).is_in(ids.iter().copied())),
-            );
-            let client = self.client().await?;
+        let built = build(
+            Query::select()
+                .column(("m", Memories::Id))
+                .column(("m", Memories::Embedding))
+                .from_as(self.names().table(Memories::Table), "m")
+                .and_where(Expr::col(("m", Memories::UserId)).eq(user))
+                .and_where(Expr::col(("m", Memories::Id)).is_in(ids.iter().copied())),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
             let mut by_id = HashMap::new();
-            for row in rows(&client, &built).await? {
+            for row in rows(&client, built).await? {
                 let id: MemoryId = get_named(&row, Memories::Id)?;
                 let vector: Vector = get_named(&row, Memories::Embedding)?;
                 by_id.insert(id, vector.to_vec());
@@ -580,6 +590,7 @@ impl MemoryStore for PostgresStore {
             // An old memory already superseded gains one more successor, as before.
             write_supersession(&tx, names, user, s).await?;
             tx.commit().await.map_err(pg_err)?;
+            self.note_write(&client, user).await;
             Ok(generation)
         })
         .await
@@ -590,22 +601,23 @@ impl MemoryStore for PostgresStore {
         user: &str,
         memory_id: &MemoryId,
     ) -> StoreResult<Vec<Supersession>> {
-        self.bounded(async {
-            let built = build(
-                Query::select()
-                    .columns(SUPERSESSION_COLUMNS)
-                    .from(self.names().table(Supersessions::Table))
-                    .and_where(Expr::col(Supersessions::UserId).eq(user))
-                    .and_where(
-                        Expr::col(Supersessions::OldId)
-                            .eq(*memory_id)
-                            .or(Expr::col(Supersessions::NewId).eq(*memory_id)),
-                    )
-                    .order_by(Supersessions::CreatedAt, Order::Asc)
-                    .order_by(Supersessions::Seq, Order::Asc),
-            );
-            let client = self.inner.pool.get().await?;
-            rows(&client, &built)
+        let built = build(
+            Query::select()
+                .columns(SUPERSESSION_COLUMNS)
+                .from(self.names().table(Supersessions::Table))
+                .and_where(Expr::col(Supersessions::UserId).eq(user))
+                .and_where(
+                    Expr::col(Supersessions::OldId)
+                        .eq(*memory_id)
+                        .or(Expr::col(Supersessions::NewId).eq(*memory_id)),
+                )
+                .order_by(Supersessions::CreatedAt, Order::Asc)
+                .order_by(Supersessions::Seq, Order::Asc),
+        );
+        let built = &built;
+        self.read(user, move |on| async move {
+            let client = on.get().await?;
+            rows(&client, built)
                 .await?
                 .iter()
                 .map(supersession_of)

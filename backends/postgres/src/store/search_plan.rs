@@ -9,18 +9,20 @@ use std::sync::{Arc, PoisonError};
 use cortex_core::embedding::{normalized, validate_embedding};
 use cortex_core::hybrid::{ScoredMemory, candidate_pool};
 use cortex_core::{
-    error::StoreError, error::StoreResult, filter::MemoryFilter, store::MemoryStore,
-    store::SearchRequest,
+    error::StoreError, error::StoreResult, filter::MemoryFilter, store::SearchRequest,
 };
+use sea_query::{Expr, ExprTrait, Query};
 
 use crate::config::DenseMode;
 use crate::filter::any_expired;
+use crate::pool::Connections;
 use crate::search::ann_index::ensure_ann_index;
 use crate::search::dense_plan::{
     DensePlan, FILTERED_EXACT_BELOW, check_hnsw_dimension, passing_count,
 };
 use crate::search::lexical_path::PathCounters;
-use crate::sql::{get, row_opt};
+use crate::sql::{build, get, row_opt};
+use crate::tables::Users;
 use crate::{pg_err, search};
 
 use super::{MAX_CACHED_COUNTS, PostgresStore, limit_of};
@@ -55,12 +57,13 @@ impl PostgresStore {
     /// `search::dense_plan`.
     pub(crate) async fn plan(
         &self,
+        on: &Connections,
         user: &str,
         dimension: usize,
         filter: &MemoryFilter,
     ) -> Result<DensePlan, StoreError> {
-        let plan = self.unfiltered_plan(user, dimension).await?;
-        if !plan.is_index() || filter.is_empty() || !self.few_pass(user, filter).await? {
+        let plan = self.unfiltered_plan(on, user, dimension).await?;
+        if !plan.is_index() || filter.is_empty() || !self.few_pass(on, user, filter).await? {
             return Ok(plan);
         }
         self.inner.filtered_exact.fetch_add(1, Ordering::Relaxed);
@@ -81,6 +84,7 @@ impl PostgresStore {
     /// that one search.
     pub(crate) async fn search_request<'r>(
         &self,
+        on: &Connections,
         user: &str,
         request: &'r SearchRequest,
     ) -> Result<Cow<'r, SearchRequest>, StoreError> {
@@ -88,7 +92,7 @@ impl PostgresStore {
             return Ok(Cow::Borrowed(request));
         };
         let probe = any_expired(self.names(), user, at);
-        let client = self.client().await?;
+        let client = on.get().await?;
         let expired: bool = match row_opt(&client, &probe).await? {
             Some(row) => get(&row, 0)?,
             None => return Err(StoreError::Corrupt("EXISTS returned no row".into())),
@@ -104,7 +108,12 @@ impl PostgresStore {
 
     /// Whether too few of the user's live memories pass `filter` for an HNSW search (see
     /// `search::dense_plan`): counted up to `hnsw_threshold`.
-    async fn few_pass(&self, user: &str, filter: &MemoryFilter) -> Result<bool, StoreError> {
+    async fn few_pass(
+        &self,
+        on: &Connections,
+        user: &str,
+        filter: &MemoryFilter,
+    ) -> Result<bool, StoreError> {
         if !self.inner.server.iterative_scan {
             return Ok(true);
         }
@@ -113,7 +122,7 @@ impl PostgresStore {
             return Ok(false);
         }
         let built = passing_count(self.names(), user, filter, limit_of(threshold));
-        let client = self.client().await?;
+        let client = on.get().await?;
         let passing: i64 = match row_opt(&client, &built).await? {
             Some(row) => get(&row, 0)?,
             None => 0,
@@ -122,7 +131,12 @@ impl PostgresStore {
     }
 
     /// Exact or HNSW for this user's next search, by the mode and the user's live count.
-    async fn unfiltered_plan(&self, user: &str, dimension: usize) -> Result<DensePlan, StoreError> {
+    async fn unfiltered_plan(
+        &self,
+        on: &Connections,
+        user: &str,
+        dimension: usize,
+    ) -> Result<DensePlan, StoreError> {
         match self.inner.config.dense_mode {
             DenseMode::Exact => Ok(DensePlan::Exact),
             DenseMode::Hnsw => {
@@ -142,7 +156,7 @@ impl PostgresStore {
                     .copied();
                 let live = match cached {
                     Some(n) => n,
-                    None => self.count(user).await?,
+                    None => self.live_count(on, user).await?,
                 };
                 if live < self.inner.config.hnsw_threshold {
                     return Ok(DensePlan::Exact);
@@ -176,6 +190,24 @@ impl PostgresStore {
                 Ok(DensePlan::Exact)
             }
         }
+    }
+
+    /// `user`'s live memories, read on `on` (the statistics row counts exactly the live
+    /// memories, see `postings`), and remembered (see `remember_live_count`).
+    pub(super) async fn live_count(&self, on: &Connections, user: &str) -> StoreResult<u64> {
+        let built = build(
+            Query::select()
+                .column(Users::DocCount)
+                .from(self.names().table(Users::Table))
+                .and_where(Expr::col(Users::UserId).eq(user)),
+        );
+        let client = on.get().await?;
+        let live = match row_opt(&client, &built).await? {
+            Some(row) => u64::try_from(get::<i64>(&row, 0)?).unwrap_or(0),
+            None => 0,
+        };
+        self.remember_live_count(user, live);
+        Ok(live)
     }
 
     /// Remembers `user`'s live count as a search saw it: it chooses exact or HNSW in
@@ -213,6 +245,7 @@ impl PostgresStore {
     /// One search as the pushdown runs it (see [`search::Search`]).
     pub(crate) fn search_of<'a>(
         &'a self,
+        on: &'a Connections,
         plan: DensePlan,
         user: &'a str,
         unit: &'a [f32],
@@ -222,7 +255,7 @@ impl PostgresStore {
             store: search::Store {
                 names: &self.inner.names,
                 config: &self.inner.config,
-                pool: &self.inner.pool,
+                pool: on,
                 iterative_scan: self.inner.server.iterative_scan,
                 ivf_lists: self.inner.ivf_lists.load(Ordering::Acquire),
             },
@@ -267,9 +300,12 @@ impl PostgresStore {
         self.inner.rewalks.load(Ordering::Relaxed)
     }
 
-    /// [`MemoryStore::search`]: the pushdown, its counters and the live count it saw.
+    /// `MemoryStore::search` on `on` (the primary's or a replica's connections): the
+    /// pushdown, its counters and the live count it saw. Only the signature (cached) and
+    /// a missing approximate index (built) are the primary's.
     pub(super) async fn pushdown(
         &self,
+        on: &Connections,
         user: &str,
         request: &SearchRequest,
     ) -> StoreResult<Vec<ScoredMemory>> {
@@ -281,11 +317,14 @@ impl PostgresStore {
         };
         validate_embedding(&request.embedding, signature.dimension).map_err(pg_err)?;
         let unit = normalized(&request.embedding);
-        let request = self.search_request(user, request).await?;
+        let request = self.search_request(on, user, request).await?;
         let plan = self
-            .plan(user, signature.dimension, &request.filter)
+            .plan(on, user, signature.dimension, &request.filter)
             .await?;
-        let found = self.search_of(plan, user, &unit, &request).run().await?;
+        let found = self
+            .search_of(on, plan, user, &unit, &request)
+            .run()
+            .await?;
         let mut out = Vec::with_capacity(found.rows.len());
         let mut live = None;
         for row in &found.rows {
