@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 
 ci="${CI:-}"
 under_ci() { [ -n "$ci" ] && [ "$ci" != 0 ] && [ "$ci" != false ]; }
-step() { printf '== docker: %s\n' "$*"; }
+# Each step with the seconds since this script began: where the time goes.
+step() { printf '== docker: %dm%02ds %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 if ! docker info >/dev/null 2>&1; then
   if under_ci; then

@@ -68,6 +68,8 @@ else
   cargo test --workspace --locked "$@"
 fi
 if [ "$#" = 0 ]; then
+  printf '== test.sh: %dm%02ds the Docker tests\n' $((SECONDS / 60)) $((SECONDS % 60))
   bash scripts/test-docker.sh
+  printf '== test.sh: %dm%02ds the wheel tests\n' $((SECONDS / 60)) $((SECONDS % 60))
   bash scripts/test-wheel.sh
 fi

@@ -6,30 +6,7 @@
 
 mod admin_support;
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Output, Stdio};
-
 use admin_support::*;
-
-/// `cortex <args>` with `stdin` on its standard input, run in `cwd`.
-fn run_in(env: &Env, cwd: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = command(env, &[], args);
-    cmd.current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The command may stop reading early (a refused file): a broken pipe is fine.
-        let _ = input.write_all(&bytes);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -92,7 +69,7 @@ async fn a_markdown_export_is_refused_by_import_with_a_message_saying_it_is_for_
     // The same from standard input.
     let out = run_in(
         &b,
-        dir.path(),
+        Some(dir.path()),
         &["import", "-"],
         &std::fs::read(&md).unwrap(),
     );
@@ -129,7 +106,7 @@ async fn export_to_dash_writes_standard_output_exactly_as_a_file_and_creates_no_
         let file = dir.path().join(format!("all.{format}"));
         let to_file = run_in(
             &a,
-            &work,
+            Some(&work),
             &[
                 "export",
                 "--all-users",
@@ -145,7 +122,7 @@ async fn export_to_dash_writes_standard_output_exactly_as_a_file_and_creates_no_
         assert!(to_file.stdout.is_empty(), "{}", text(&to_file.stdout));
         let to_stdout = run_in(
             &a,
-            &work,
+            Some(&work),
             &[
                 "export",
                 "--all-users",
@@ -189,9 +166,9 @@ async fn export_to_dash_writes_standard_output_exactly_as_a_file_and_creates_no_
     }
 
     // `export -o -` into `import -`: the records arrive whole.
-    let piped = run_in(&a, &work, &["export", "--all-users", "-o", "-"], b"");
+    let piped = run_in(&a, Some(&work), &["export", "--all-users", "-o", "-"], b"");
     let b = sqlite_env(&dir.path().join("b.db"));
-    let imported = run_in(&b, &work, &["import", "-", "--json"], &piped.stdout);
+    let imported = run_in(&b, Some(&work), &["import", "-", "--json"], &piped.stdout);
     assert!(imported.status.success(), "{}", text(&imported.stderr));
     assert_eq!(export_lines(&b, false), export_lines(&a, false));
 }
@@ -239,7 +216,7 @@ async fn a_file_cut_short_names_its_last_good_line_and_from_a_file_writes_nothin
         // (lines 2-257, each batch validated and written whole), nothing after them.
         let db = dir.path().join(format!("from-stdin-{n}.db"));
         let env = sqlite_env(&db);
-        let out = run_in(&env, dir.path(), &["import", "-"], cut);
+        let out = run_in(&env, Some(dir.path()), &["import", "-"], cut);
         assert!(!out.status.success(), "{how}");
         let err = text(&out.stderr);
         assert!(err.contains(&want), "{how}: {err}");
@@ -254,7 +231,7 @@ async fn a_file_cut_short_names_its_last_good_line_and_from_a_file_writes_nothin
         let done = json(&text(
             &run_in(
                 &env,
-                dir.path(),
+                Some(dir.path()),
                 &["import", "-", "--json"],
                 file.as_bytes(),
             )

@@ -82,14 +82,8 @@ fn chatgpt_imports_the_current_branch_once_and_recall_finds_it() {
         hit["created_at"], "2024-05-01T08:01:00.250Z",
         "the message's own time"
     );
-    let tags: Vec<&str> = hit["tags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
     assert_eq!(
-        tags,
+        tags(hit),
         [
             "chatgpt",
             &format!("conversation:{TRIP}"),
@@ -115,18 +109,7 @@ fn since_and_conversation_choose_what_a_chat_import_takes() {
     let dir = tempfile::tempdir().unwrap();
     let env = sqlite_env(&dir.path().join("memory.db"));
     let file = fixture("chatgpt/conversations.json");
-    let dry = |extra: &[&str]| {
-        let mut args = vec![
-            "import",
-            "--from",
-            "chatgpt",
-            path(&file),
-            "--dry-run",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        json(&ok(&env, &args))["counts"].clone()
-    };
+    let dry = |extra: &[&str]| import(&env, "chatgpt", &file, &[&["--dry-run"], extra].concat());
     let one = dry(&["--conversation", DINNER]);
     assert_eq!(count(&one, "memory"), 2, "{one}");
     assert_eq!(count(&one, "conversation not selected"), 2, "{one}");
@@ -181,11 +164,10 @@ fn since_and_conversation_choose_what_a_chat_import_takes() {
 #[test]
 fn a_chatgpt_export_cut_short_names_the_last_conversation_read_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = std::fs::read_to_string(fixture("chatgpt/conversations.json")).unwrap();
     // Cut inside the third conversation's first message.
-    let cut = cut_after(&whole, "I started a new job", 9);
-    let cut_file = dir.path().join("conversations.json");
-    std::fs::write(&cut_file, &cut).unwrap();
+    let (relative, marker) = ("chatgpt/conversations.json", "I started a new job");
+    let cut_file = cut_fixture(dir.path(), relative, marker, 9, "conversations.json");
+    let cut = std::fs::read(&cut_file).unwrap();
     let db = dir.path().join("memory.db");
     let env = sqlite_env(&db);
     let last = format!("conversation 2 'Dinner ideas' (id {DINNER}) was the last read whole");
@@ -200,7 +182,7 @@ fn a_chatgpt_export_cut_short_names_the_last_conversation_read_whole() {
 
     // Standard input is read once: the conversations read whole are written, nothing of
     // the one it cut.
-    let out = run_with_stdin(&env, &["import", "--from", "chatgpt", "-"], &cut);
+    let out = run_in(&env, None, &["import", "--from", "chatgpt", "-"], &cut);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -212,6 +194,7 @@ fn a_chatgpt_export_cut_short_names_the_last_conversation_read_whole() {
     assert!(!all.iter().any(|c| c.contains("Acme")), "{all:?}");
 
     // A conversation that is whole but not of the format is named, with the one before it.
+    let whole = std::fs::read_to_string(fixture(relative)).unwrap();
     let bad = whole.replacen(
         "\"mapping\": {\n      \"bbb2-root\"",
         "\"mapping\": \"lost\", \"x\": {\n      \"bbb2-root\"",
@@ -263,10 +246,8 @@ fn claude_imports_the_human_messages_once_and_recall_finds_them() {
 #[test]
 fn a_claude_export_cut_short_names_the_last_conversation_read_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = std::fs::read_to_string(fixture("claude/conversations.json")).unwrap();
-    let cut = cut_after(&whole, "half marathon", 4);
-    let cut_file = dir.path().join("conversations.json");
-    std::fs::write(&cut_file, &cut).unwrap();
+    let (relative, marker) = ("claude/conversations.json", "half marathon");
+    let cut_file = cut_fixture(dir.path(), relative, marker, 4, "conversations.json");
     let db = dir.path().join("memory.db");
     let env = sqlite_env(&db);
     let err = import_refused(&env, "claude", &cut_file, &[]);

@@ -100,14 +100,14 @@ async fn mcp_memory_entities_answer_recall_about_and_a_second_import_adds_nothin
 #[test]
 fn an_mcp_memory_file_cut_short_names_its_last_line_read_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = std::fs::read_to_string(fixture("mcp-memory/memory.jsonl")).unwrap();
-    let cut = cut_after(
-        &whole,
-        r#"{"type":"relation","from":"John_Smith","to":"Porto""#,
+    let marker = r#"{"type":"relation","from":"John_Smith","to":"Porto""#;
+    let cut_file = cut_fixture(
+        dir.path(),
+        "mcp-memory/memory.jsonl",
+        marker,
         10,
+        "memory.jsonl",
     );
-    let cut_file = dir.path().join("memory.jsonl");
-    std::fs::write(&cut_file, &cut).unwrap();
     let db = dir.path().join("memory.db");
     let env = sqlite_env(&db);
     let err = import_refused(&env, "mcp-memory", &cut_file, &[]);
@@ -140,14 +140,8 @@ async fn basic_memory_notes_become_memories_with_their_graph() {
     );
     let pour_over = recall(&env, "ada", "which beans for pour over")[0].clone();
     assert_eq!(pour_over["kind"], "preference", "the category names a kind");
-    let tags: Vec<&str> = pour_over["tags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
     assert_eq!(
-        tags,
+        tags(&pour_over),
         [
             "basic-memory",
             "coffee",
@@ -240,14 +234,8 @@ fn mem0_memories_go_to_their_users_in_every_shape() {
     assert_eq!(peanuts["content"], "Is allergic to peanuts");
     assert_eq!(peanuts["kind"], "fact");
     assert_eq!(peanuts["created_at"], "2024-07-20T08:36:43.123456Z");
-    let tags: Vec<&str> = peanuts["tags"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
     assert_eq!(
-        tags,
+        tags(peanuts),
         [
             "mem0",
             "health",
@@ -280,9 +268,13 @@ fn mem0_memories_go_to_their_users_in_every_shape() {
 #[test]
 fn a_mem0_export_cut_short_names_the_last_memory_read_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let whole = std::fs::read_to_string(fixture("mem0/memories.json")).unwrap();
-    let cut_file = dir.path().join("memories.json");
-    std::fs::write(&cut_file, cut_after(&whole, "Keeps bees", 4)).unwrap();
+    let cut_file = cut_fixture(
+        dir.path(),
+        "mem0/memories.json",
+        "Keeps bees",
+        4,
+        "memories.json",
+    );
     let db = dir.path().join("memory.db");
     let env = sqlite_env(&db);
     let err = import_refused(&env, "mem0", &cut_file, &[]);
@@ -295,9 +287,13 @@ fn a_mem0_export_cut_short_names_the_last_memory_read_whole() {
     );
     assert!(!db.exists());
 
-    let lines = std::fs::read_to_string(fixture("mem0/memories.jsonl")).unwrap();
-    let cut_file = dir.path().join("memories.jsonl");
-    std::fs::write(&cut_file, cut_after(&lines, "Commutes", 3)).unwrap();
+    let cut_file = cut_fixture(
+        dir.path(),
+        "mem0/memories.jsonl",
+        "Commutes",
+        3,
+        "memories.jsonl",
+    );
     let err = import_refused(&env, "mem0", &cut_file, &[]);
     assert!(
         err.contains("line 2 ends in the middle of a record"),

@@ -170,7 +170,8 @@ pub trait TransferStore: MemoryStore + EnrichmentStore {
     ) -> StoreResult<Vec<Record>>;
 
     /// Stores `memory` with its own id and timestamp unless the user already has a memory
-    /// with that id. The signature rules of [`MemoryStore::add`] apply.
+    /// with that id. It is written as [`MemoryStore::add`] writes it (its signature rules,
+    /// its supersessions and its records, in one transaction).
     async fn import_memory(
         &self,
         memory: &NewMemory,

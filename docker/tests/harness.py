@@ -27,27 +27,10 @@ from typing import Any, AsyncIterator
 import httpx2
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Checks:
-    """Every check counted; a failed one printed at once. Closes with 'N passed, N failed'."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.passed = 0
-        self.failed: list[str] = []
-
-    def check(self, ok: bool, what: str) -> bool:
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(what)
-            print(f"FAILED [{self.label}]: {what}", flush=True)
-        return ok
-
-    def close(self) -> int:
-        print(f"{self.label}: {self.passed} passed, {len(self.failed)} failed", flush=True)
-        return 1 if self.failed else 0
+# Checks are counted as the SDK's end-to-end scripts count them (mcp/tests/e2e/checks.py);
+# deployment.py and faults.py take the class from here.
+sys.path.insert(0, str(ROOT / "mcp" / "tests" / "e2e"))
+from checks import Checks  # noqa: E402
 
 
 def say(text: str) -> None:

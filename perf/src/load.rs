@@ -38,6 +38,8 @@ pub struct LoadOptions {
     pub settle: Duration,
     pub backend: Backend,
     pub postgres: Option<String>,
+    /// Hot standbys the server reads from (CORTEX_DATABASE_READ_URL), on Postgres only.
+    pub read_url: Option<String>,
     pub binary: std::path::PathBuf,
 }
 
@@ -302,6 +304,11 @@ async fn session(
 
 /// Runs the load test; the report, whose `errors` and `cross_user` must be 0.
 pub async fn run(opts: &LoadOptions) -> Result<Value, BoxError> {
+    if opts.read_url.is_some() && opts.backend != Backend::Postgres {
+        return Err(
+            "--load-read-url names standbys of --postgres: use --load-backend postgres".into(),
+        );
+    }
     let store = Store::fresh(opts.backend, opts.postgres.as_deref(), "cortex_load").await?;
     let result = drive(opts, &store).await;
     store.remove().await?;
@@ -313,7 +320,10 @@ async fn drive(opts: &LoadOptions, store: &Store) -> Result<Value, BoxError> {
     let issuing = Instant::now();
     let keys = store.issue_keys(&users).await?;
     let keys_seconds = issuing.elapsed().as_secs_f64();
-    let env = served::server_env(store, opts.users * opts.sessions, opts.sessions);
+    let mut env = served::server_env(store, opts.users * opts.sessions, opts.sessions);
+    if let Some(urls) = &opts.read_url {
+        env.push(("CORTEX_DATABASE_READ_URL".into(), urls.clone()));
+    }
     let server = Server::start(&opts.binary, &env)?;
     let http = Http::new(&server.addr)?;
     // Builds the engine (store opened, embedder set up): start-up is over after this.
@@ -419,6 +429,7 @@ fn report(
         "calls": tally.calls(), "calls_per_s": tally.calls() as f64 / seconds,
         "errors": tally.errors(), "cross_user": tally.cross_user,
         "memories_checked": tally.checked, "examples": tally.examples,
+        "reads": served::read_routes(metrics),
         "server_counted_calls": server_calls, "server_counted_failures": server_failed,
         "resident_memory": memory,
         "server_log_warnings": logged, "server_log_examples": lines,
@@ -479,6 +490,17 @@ fn print_report(r: &Value, tally: &Tally) {
         f(&m["load_average_before"]),
         f(&m["load_average_after"]),
     );
+    let reads = &r["reads"];
+    if reads["total"].as_f64().is_some_and(|n| n > 0.0) {
+        println!(
+            "Postgres reads with standbys: {} by where served {}, {:.2}% fell back to the \
+             primary; standbys passed over {}",
+            reads["total"],
+            reads["routes"],
+            f(&reads["fallback_share"]) * 100.0,
+            reads["skips"],
+        );
+    }
     for e in &tally.examples {
         println!("  example: {e}");
     }

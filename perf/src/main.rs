@@ -171,6 +171,10 @@ struct Options {
     /// schema of its own is made and dropped).
     #[arg(long, value_enum, default_value = "sqlite")]
     load_backend: served::Backend,
+    /// Hot standbys of --postgres for the load test's server to read from
+    /// (CORTEX_DATABASE_READ_URL, comma-separated); the report says where reads were served.
+    #[arg(long)]
+    load_read_url: Option<String>,
     /// Instead of everything else, fill many users' index caches in one server under
     /// CORTEX_CACHE_MAX_BYTES, then once without a bound.
     #[arg(long)]
@@ -416,6 +420,7 @@ fn load_options(opts: &Options, binary: &std::path::Path) -> load::LoadOptions {
         settle: settle(q),
         backend: opts.load_backend,
         postgres: opts.postgres.clone(),
+        read_url: opts.load_read_url.clone(),
         binary: binary.to_owned(),
     }
 }

@@ -408,6 +408,42 @@ pub fn cache_figures(scrape: &str) -> Value {
     })
 }
 
+/// Where the server's Postgres reads were served, with hot standbys: the count of each
+/// route and skip reason, and the share that fell back to the primary (the wait ran out, no
+/// standby served, or the standby failed mid-read). All zero without standbys.
+pub fn read_routes(scrape: &str) -> Value {
+    let count =
+        |series: &str, label: &str, value: &str| metric(scrape, series, &[(label, value)]) as u64;
+    let routes: serde_json::Map<String, Value> = cortex_postgres::ROUTES
+        .iter()
+        .map(|&r| {
+            (
+                r.to_owned(),
+                json!(count(cortex_postgres::READS_SERIES, "route", r)),
+            )
+        })
+        .collect();
+    let skips: serde_json::Map<String, Value> = cortex_postgres::SKIP_REASONS
+        .iter()
+        .map(|&r| {
+            (
+                r.to_owned(),
+                json!(count(cortex_postgres::SKIPS_SERIES, "reason", r)),
+            )
+        })
+        .collect();
+    let total: u64 = routes.values().filter_map(Value::as_u64).sum();
+    let fallback: u64 = routes
+        .iter()
+        .filter(|(route, _)| route.starts_with("primary"))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    json!({
+        "total": total, "routes": routes, "skips": skips,
+        "fallback_share": if total == 0 { 0.0 } else { fallback as f64 / total as f64 },
+    })
+}
+
 /// The machine's 1-minute load average (NaN where there is no /proc): other work on a
 /// shared machine shows here, and moves every figure.
 pub fn load_average() -> f64 {
@@ -449,6 +485,22 @@ mod tests {
         );
         assert_eq!(metric(scrape, "cortex_cache_bytes", &[]), 1500.0);
         assert_eq!(metric(scrape, "cortex_cache_users", &[]), 0.0);
+    }
+
+    #[test]
+    fn reads_that_fell_back_to_the_primary_are_a_share_of_all_routes() {
+        let scrape = "cortex_pg_reads_total{route=\"replica\"} 6\n\
+            cortex_pg_reads_total{route=\"replica_waited\"} 2\n\
+            cortex_pg_reads_total{route=\"primary_wait_expired\"} 1\n\
+            cortex_pg_reads_total{route=\"primary_no_replica\"} 1\n\
+            cortex_pg_replica_skips_total{reason=\"lagging\"} 3\n";
+        let reads = read_routes(scrape);
+        assert_eq!(reads["total"], 10);
+        assert_eq!(reads["routes"]["replica_waited"], 2);
+        assert_eq!(reads["skips"]["lagging"], 3);
+        assert_eq!(reads["skips"]["down"], 0);
+        assert!((reads["fallback_share"].as_f64().unwrap() - 0.2).abs() < 1e-9);
+        assert_eq!(read_routes("")["fallback_share"], 0.0);
     }
 
     #[test]

@@ -76,7 +76,12 @@ pub trait TestStorage: Send + Sync {
 #[macro_export]
 macro_rules! conformance_suite {
     ($factory:expr) => {
-        $crate::conformance_suite!(@expand $factory;
+        $crate::conformance_suite!(@with [$crate::conformance_suite] @expand $factory;);
+    };
+    // The scenario names appended to the arguments of the macro `$callback` (a path in
+    // brackets): a suite's list for a runner of its own, such as one with a gate.
+    (@with [$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+!($($args)*
             round_trip_every_field,
             list_is_newest_first_with_limit,
             count_counts_live_memories,
@@ -144,7 +149,10 @@ macro_rules! conformance_suite {
 #[macro_export]
 macro_rules! enrichment_suite {
     ($factory:expr) => {
-        $crate::conformance_suite!(@expand $factory;
+        $crate::enrichment_suite!(@with [$crate::conformance_suite] @expand $factory;);
+    };
+    (@with [$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+!($($args)*
             events_timeline_range_and_order,
             entity_upsert_is_idempotent,
             edges_and_links,
@@ -170,7 +178,10 @@ macro_rules! enrichment_suite {
 #[macro_export]
 macro_rules! transfer_suite {
     ($factory:expr) => {
-        $crate::conformance_suite!(@expand $factory;
+        $crate::transfer_suite!(@with [$crate::conformance_suite] @expand $factory;);
+    };
+    (@with [$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+!($($args)*
             transfer_copies_every_record_and_keeps_recall,
             transfer_import_is_idempotent,
             transfer_pages_cover_everything_once,
@@ -181,6 +192,7 @@ macro_rules! transfer_suite {
             transfer_imports_check_references_first,
             transfer_names_resolve_to_the_oldest_entity,
             transfer_size_is_known_on_disk,
+            transfer_import_memory_keeps_its_corrections_and_records,
         );
     };
 }
@@ -190,7 +202,10 @@ macro_rules! transfer_suite {
 #[macro_export]
 macro_rules! key_suite {
     ($factory:expr) => {
-        $crate::conformance_suite!(@expand $factory;
+        $crate::key_suite!(@with [$crate::conformance_suite] @expand $factory;);
+    };
+    (@with [$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+!($($args)*
             keys_round_trip_and_list_per_user,
             keys_revoke_once_and_refuse_after,
             keys_refuse_a_duplicate_id,

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cortex_core::memory::Supersession;
-use cortex_core::record_tx::{self, run_ready};
 use cortex_core::{
     error::StoreError, error::StoreResult, memory::Memory, memory::MemoryId, new_memory::NewMemory,
     signature::EmbeddingSignature, store::Added, store::BuiltIndex, store::Capabilities,
@@ -23,11 +22,10 @@ use crate::db_err;
 use crate::index_build;
 use crate::listing::list_statement;
 use crate::meta::{bump_generation, read_generation, read_signature};
-use crate::records::{BACKEND, SqliteRecords};
 use crate::schema::migrate;
 use crate::snapshot::Snapshots;
 use crate::vectors::{Reader, StoredVectors};
-use crate::writes::{check_signature, insert_memory, insert_supersession};
+use crate::writes::{add_memory, insert_supersession};
 
 /// How long a statement waits for another connection's lock before it fails.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -339,40 +337,8 @@ impl MemoryStore for SqliteStore {
     ) -> StoreResult<Added> {
         let (memory, embedding) = (memory.clone(), embedding.to_vec());
         let signature = signature.clone();
-        memory.check_records()?;
-        self.write(move |tx| {
-            check_signature(tx, &signature)?;
-            let seq = insert_memory(tx, &memory, &embedding)?;
-            // Before the supersessions: a correction refused below takes its records back.
-            if let Some(records) = &memory.records {
-                let mut records_tx = SqliteRecords(tx);
-                run_ready(
-                    BACKEND,
-                    record_tx::record_extraction(&mut records_tx, &memory.user_id, records),
-                )?;
-            }
-            for s in &memory.supersedes {
-                // Inside the write: two corrections of one memory cannot both commit.
-                let superseded: bool = tx
-                    .query_row(
-                        "SELECT EXISTS (SELECT 1 FROM supersessions
-                                        WHERE old_id = ?1 AND user_id = ?2)",
-                        params![encode_id(&s.old_id), memory.user_id],
-                        |r| r.get(0),
-                    )
-                    .map_err(db_err)?;
-                if superseded {
-                    return Err(StoreError::AlreadySuperseded(s.old_id));
-                }
-                insert_supersession(tx, &memory.user_id, s)?;
-            }
-            let generation = bump_generation(tx, &memory.user_id)?;
-            Ok(Added {
-                memory: memory.into_memory(seq),
-                generation,
-            })
-        })
-        .await
+        self.write(move |tx| add_memory(tx, memory, &embedding, &signature))
+            .await
     }
 
     async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {

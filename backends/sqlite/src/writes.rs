@@ -3,10 +3,10 @@
 //! records' writes are the core's, over [`SqliteRecords`].
 
 use cortex_core::memory::Supersession;
-use cortex_core::record_tx::{RecordTx, existing_id, require_memory, run_ready};
+use cortex_core::record_tx::{self, RecordTx, existing_id, require_memory, run_ready};
 use cortex_core::{
     error::StoreError, error::StoreResult, new_memory::NewMemory, signature::EmbeddingSignature,
-    transfer::Imported,
+    store::Added, transfer::Imported,
 };
 use rusqlite::{Transaction, params};
 
@@ -62,8 +62,48 @@ pub(crate) fn insert_memory(
     .map_err(db_err)
 }
 
+/// A memory with its caller's records and supersessions, as `MemoryStore::add` writes it.
+pub(crate) fn add_memory(
+    tx: &Transaction<'_>,
+    memory: NewMemory,
+    embedding: &[f32],
+    signature: &EmbeddingSignature,
+) -> StoreResult<Added> {
+    memory.check_records()?;
+    check_signature(tx, signature)?;
+    let seq = insert_memory(tx, &memory, embedding)?;
+    // Before the supersessions: a correction refused below takes its records back.
+    if let Some(records) = &memory.records {
+        let mut records_tx = SqliteRecords(tx);
+        run_ready(
+            BACKEND,
+            record_tx::record_extraction(&mut records_tx, &memory.user_id, records),
+        )?;
+    }
+    for s in &memory.supersedes {
+        // Inside the write: two corrections of one memory cannot both commit.
+        let superseded: bool = tx
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM supersessions
+                                WHERE old_id = ?1 AND user_id = ?2)",
+                params![encode_id(&s.old_id), memory.user_id],
+                |r| r.get(0),
+            )
+            .map_err(db_err)?;
+        if superseded {
+            return Err(StoreError::AlreadySuperseded(s.old_id));
+        }
+        insert_supersession(tx, &memory.user_id, s)?;
+    }
+    let generation = bump_generation(tx, &memory.user_id)?;
+    Ok(Added {
+        memory: memory.into_memory(seq),
+        generation,
+    })
+}
+
 /// A memory with its own id, unless that id is already the user's (or another user's:
-/// refused).
+/// refused), written as [`add_memory`] writes it.
 pub(crate) fn import_memory(
     tx: &Transaction<'_>,
     memory: &NewMemory,
@@ -74,9 +114,7 @@ pub(crate) fn import_memory(
     if let Some(done) = existing_id("memory", &memory.id, owner.as_deref(), &memory.user_id)? {
         return Ok(done);
     }
-    check_signature(tx, signature)?;
-    insert_memory(tx, memory, embedding)?;
-    bump_generation(tx, &memory.user_id)?;
+    add_memory(tx, memory.clone(), embedding, signature)?;
     Ok(Imported::Written)
 }
 

@@ -3,8 +3,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use cortex_app::{ServerConfig, build_engine};
 use cortex_core::memory::Supersession;
@@ -51,6 +52,27 @@ pub fn command(env: &Env, extra: &[(&str, &str)], args: &[&str]) -> Command {
 
 pub fn run(env: &Env, args: &[&str]) -> Output {
     command(env, &[], args).output().unwrap()
+}
+
+/// `cortex <args>` with `stdin` on its standard input, run in `cwd` when given.
+pub fn run_in(env: &Env, cwd: Option<&Path>, args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = command(env, &[], args);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        // The command may stop reading early (a refused file): a broken pipe is fine.
+        let _ = input.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
 }
 
 pub fn ok_with(env: &Env, extra: &[(&str, &str)], args: &[&str]) -> String {

@@ -3,14 +3,12 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
 
 use cortex_app::{ServerConfig, build_engine};
 use serde_json::Value;
 
-use crate::admin_support::{Env, command, json, ok, path, refused};
+use crate::admin_support::{Env, json, ok, path, refused};
 
 /// A fixture under `cli/tests/fixtures/import/`.
 pub fn fixture(relative: &str) -> PathBuf {
@@ -87,22 +85,23 @@ pub fn cut_after(text: &str, marker: &str, after: usize) -> Vec<u8> {
     text.as_bytes()[..at + after].to_vec()
 }
 
-/// `cortex <args>` with `stdin` on its standard input.
-pub fn run_with_stdin(env: &Env, args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = command(env, &[], args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The command may stop reading early (a refused file): a broken pipe is fine.
-        let _ = input.write_all(&bytes);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
+/// The fixture `relative` cut `after` bytes past the first `marker` in it, written to
+/// `dir/name`: a file whose copy stopped.
+pub fn cut_fixture(dir: &Path, relative: &str, marker: &str, after: usize, name: &str) -> PathBuf {
+    let whole = std::fs::read_to_string(fixture(relative)).unwrap();
+    let file = dir.join(name);
+    std::fs::write(&file, cut_after(&whole, marker, after)).unwrap();
+    file
+}
+
+/// A memory's tags, as `cortex list` and `cortex search` print them.
+pub fn tags(memory: &Value) -> Vec<&str> {
+    memory["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect()
 }
 
 /// The engine the server would build on `env`: what the MCP tools call.

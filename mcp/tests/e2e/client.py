@@ -24,6 +24,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from checks import Checks
+
 TOOLS = {"memorize", "recall", "recall_about", "recall_timeline", "list_memories", "forget"}
 REQUIRED = {
     "memorize": ["content"],
@@ -35,21 +37,6 @@ REQUIRED = {
 }
 # Generous: an ambiguous prefix needs a few hundred memorize calls on average.
 PHASE_TIMEOUT_SECS = 240
-
-
-class Checks:
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.passed = 0
-        self.failed: list[str] = []
-
-    def check(self, ok: bool, what: str) -> bool:
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(what)
-            print(f"FAILED [{self.label}]: {what}", flush=True)
-        return ok
 
 
 def structured(checks: Checks, result: Any, what: str) -> dict:
@@ -371,8 +358,7 @@ def main() -> int:
         asyncio.run(asyncio.wait_for(runner(args, checks), PHASE_TIMEOUT_SECS))
     except Exception as e:  # noqa: BLE001 - report any crash as a failed check
         checks.check(False, f"the client crashed: {type(e).__name__}: {e!r}")
-    print(f"e2e {args.mode}: {checks.passed} checks ok, {len(checks.failed)} failed", flush=True)
-    return 1 if checks.failed else 0
+    return checks.close(f"e2e {args.mode}")
 
 
 if __name__ == "__main__":

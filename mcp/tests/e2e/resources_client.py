@@ -30,6 +30,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from checks import Checks
+
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 MIME = "application/json"
@@ -50,21 +52,6 @@ TEMPLATES = {
 }
 NEVER_AN_ID = "00000000-0000-4000-8000-000000000000"
 PHASE_TIMEOUT_SECS = 120
-
-
-class Checks:
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.passed = 0
-        self.failed: list[str] = []
-
-    def check(self, ok: bool, what: str) -> bool:
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(what)
-            print(f"FAILED [{self.label}]: {what}", flush=True)
-        return ok
 
 
 class Session:
@@ -367,11 +354,7 @@ def main() -> int:
         asyncio.run(asyncio.wait_for(run(args, checks), PHASE_TIMEOUT_SECS))
     except Exception as e:  # noqa: BLE001 - report any crash as a failed check
         checks.check(False, f"the client crashed: {type(e).__name__}: {e!r}")
-    print(
-        f"resources {checks.label}: {checks.passed} checks ok, {len(checks.failed)} failed",
-        flush=True,
-    )
-    return 1 if checks.failed else 0
+    return checks.close(f"resources {checks.label}")
 
 
 if __name__ == "__main__":

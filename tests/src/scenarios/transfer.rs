@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use cortex_core::memory::Supersession;
-use cortex_core::records::{Entity, EntityEdge, EntityRole, EntityUpsert, Event};
+use cortex_core::records::{Entity, EntityEdge, EntityRole, EntityUpsert, Event, TimeRange};
 use cortex_core::{
-    enrichment_store::EnrichmentStore, error::StoreError, memory::MemoryKind,
-    new_memory::NewMemory, signature::EmbeddingSignature, transfer::EntityLink,
+    enrichment_store::EnrichmentStore, enrichment_store::ExtractionRecords, error::StoreError,
+    memory::MemoryKind, new_memory::NewMemory, signature::EmbeddingSignature, transfer::EntityLink,
     transfer::ImportItem, transfer::Imported, transfer::Record, transfer::RecordKind,
     transfer::StoredMemory, transfer::Switch, transfer::TransferStore,
 };
@@ -737,5 +737,57 @@ pub async fn transfer_size_is_known_on_disk(factory: &dyn StoreFactory) {
             "a store that keeps its data on disk must tell how much it takes"
         ),
         other => panic!("the store knew its size only once: {other:?}"),
+    }
+}
+
+/// A memory imported with a correction and the caller's structure has them written as
+/// `add` writes them, in its one transaction: the old memory superseded and the event on
+/// the timeline. Importing it again changes nothing.
+pub async fn transfer_import_memory_keeps_its_corrections_and_records(factory: &dyn StoreFactory) {
+    let storage = factory.create().await;
+    let store = transfer(&*storage).await;
+    if !crate::support::applies(
+        "transfer_import_memory_keeps_its_corrections_and_records",
+        "records",
+        store.capabilities().records,
+    ) {
+        return;
+    }
+    let u = user("import-corrections");
+    let (engine, _) = engine(store.clone());
+    let old = remember_all(&engine, &u, &["Ada lives in Paris"]).await;
+    let signature = store.signature().await.unwrap().unwrap();
+    let mut memory =
+        NewMemory::new(&u, "Ada lives in Lisbon", MemoryKind::Fact, &[], 10_000).unwrap();
+    memory.supersedes = vec![Supersession {
+        old_id: old[0].id,
+        new_id: memory.id,
+        reason: "moved".into(),
+        created_at: cortex_core::memory::now(),
+    }];
+    let event = Event {
+        memory_id: memory.id,
+        event_time: "2024-05-01T09:00:00Z".parse().unwrap(),
+        actor: Some("Ada".into()),
+        location: Some("Lisbon".into()),
+        event_type: Some("move".into()),
+    };
+    memory.records = Some(Box::new(ExtractionRecords {
+        memory_id: memory.id,
+        events: vec![event.clone()],
+        entities: Vec::new(),
+        links: Vec::new(),
+        edges: Vec::new(),
+    }));
+    let embedding = vec![0.5; DIM];
+    for expected in [Imported::Written, Imported::Present] {
+        let imported = store.import_memory(&memory, &embedding, &signature).await;
+        assert_eq!(imported.unwrap(), expected);
+        let history = store.supersessions(&u, &old[0].id).await.unwrap();
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert_eq!(history[0].new_id, memory.id);
+        let timeline = store.timeline(&u, &TimeRange::default(), 10).await.unwrap();
+        let events: Vec<&Event> = timeline.iter().map(|t| &t.event).collect();
+        assert_eq!(events, [&event]);
     }
 }

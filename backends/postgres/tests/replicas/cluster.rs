@@ -100,6 +100,14 @@ impl Cluster {
         .clone()
     }
 
+    /// The standby whose replay is held 300 ms behind the primary
+    /// (`recovery_min_apply_delay`): one per test process, for the tests that need a lag.
+    pub async fn delayed_standby(&self) -> Server {
+        self.standby("delayed", &["recovery_min_apply_delay=300ms"])
+            .await
+            .expect("a delayed standby")
+    }
+
     /// Stops `server` (`docker stop`: the server shuts down fast, its sessions ended).
     pub fn stop(&self, server: &Server) -> Result<(), String> {
         docker(&["stop", "--time", "5", &server.id]).map(drop)

@@ -114,94 +114,34 @@ macro_rules! through_the_standby {
     };
 }
 
-/// The scenarios of `conformance_suite!`, `enrichment_suite!` and `transfer_suite!`
-/// (tests/src/lib.rs), over `$factory`.
-macro_rules! every_suite {
-    ($factory:expr) => {
-        through_the_standby!($factory;
-            round_trip_every_field,
-            list_is_newest_first_with_limit,
-            count_counts_live_memories,
-            forget_by_full_id,
-            forget_by_unique_prefix,
-            ambiguous_prefix_deletes_nothing,
-            unknown_id_is_not_found,
-            short_or_malformed_prefix_is_refused,
-            users_are_isolated,
-            signature_guard_refuses_other_models,
-            bad_vectors_write_nothing,
-            failed_embed_writes_nothing,
-            invalid_input_writes_nothing,
-            rare_exact_token_is_recalled,
-            the_current_memory_outranks_the_stale_one,
-            recall_equals_brute_force_reference,
-            dense_list_is_exact_on_adversarial_vectors,
-            recall_is_deterministic_across_handles,
-            recall_on_empty_store_is_empty,
-            unicode_and_sql_text_verbatim,
-            content_size_limit_is_exact,
-            cached_index_follows_own_writes,
-            cached_index_sees_other_handles_writes,
-            unchanged_store_is_not_reread,
-            concurrent_memorize_keeps_every_memory,
-            one_embed_per_memorize_and_recall,
-            supersession_hides_and_forget_restores,
-            dedup_returns_the_existing_memory,
-            soft_update_supersedes_and_keeps_history,
-            reranker_reorders_and_failures_fall_back,
-            survives_close_and_reopen,
-            search_equals_in_process_retrieval,
-            wrapped_store_keeps_capabilities_and_pushdown,
-            long_query_equals_reference,
-            bounded_cache_evicts_and_recall_stays_right,
-            filtered_recall_equals_reference,
-            filtered_search_equals_in_process_retrieval,
-            pages_reach_every_memory_once,
-            filtered_list_is_exact,
-            replaces_supersedes_in_one_transaction,
-            retag_is_recorded_in_history,
-            a_correction_keeps_the_old_tags_unless_it_gives_its_own,
-            list_is_newest_first_by_created_at,
-            expiry_is_exact_at_the_boundary,
-            bad_filters_and_cursors_change_nothing,
-            events_timeline_range_and_order,
-            entity_upsert_is_idempotent,
-            edges_and_links,
-            forget_cascades_enrichment,
-            enrichment_is_isolated_per_user,
-            timeline_and_dossier_reads,
-            extraction_is_written_whole_or_not_at_all,
-            one_extraction_call_feeds_timeline_and_graph,
-            failed_enrichment_never_loses_the_memory,
-            layers_never_change_recall,
-            entity_without_a_usable_name_is_refused,
-            caller_structure_feeds_timeline_and_graph,
-            caller_structure_writes_what_extraction_writes,
-            caller_structure_is_written_whole_or_not_at_all,
-            caller_structure_of_a_duplicate_is_kept,
-            retag_keeps_the_memorys_structure,
-            transfer_copies_every_record_and_keeps_recall,
-            transfer_import_is_idempotent,
-            transfer_pages_cover_everything_once,
-            transfer_entity_known_by_name_keeps_the_stores_id,
-            transfer_switch_waits_for_every_memory,
-            transfer_staging_another_model_starts_over,
-            transfer_refuses_ids_of_another_user,
-            transfer_imports_check_references_first,
-            transfer_names_resolve_to_the_oldest_entity,
-            transfer_size_is_known_on_disk,
-        );
-    };
-}
-
 /// The pushdown: each recall one search on the standby, its two sides on two of the
-/// standby's connections in one exported snapshot when a second is free.
+/// standby's connections in one exported snapshot when a second is free. Every scenario
+/// of the three suites.
 mod pushdown {
-    every_suite!(super::Standby { pushdown: true });
+    const PUSHDOWN: super::Standby = super::Standby { pushdown: true };
+    cortex_conformance::conformance_suite!(@with [through_the_standby] PUSHDOWN;);
+    cortex_conformance::enrichment_suite!(@with [through_the_standby] PUSHDOWN;);
+    cortex_conformance::transfer_suite!(@with [through_the_standby] PUSHDOWN;);
 }
 
 /// The in-process index: the engine's cache reads `generation` and `build_index` from
-/// the standby.
+/// the standby. The scenarios whose recall goes through that cache (the rest read the
+/// standby as the pushdown's do, and run there).
 mod build_index {
-    every_suite!(super::Standby { pushdown: false });
+    through_the_standby!(super::Standby { pushdown: false };
+        rare_exact_token_is_recalled,
+        the_current_memory_outranks_the_stale_one,
+        recall_equals_brute_force_reference,
+        recall_on_empty_store_is_empty,
+        cached_index_follows_own_writes,
+        cached_index_sees_other_handles_writes,
+        unchanged_store_is_not_reread,
+        supersession_hides_and_forget_restores,
+        soft_update_supersedes_and_keeps_history,
+        bounded_cache_evicts_and_recall_stays_right,
+        filtered_recall_equals_reference,
+        long_query_equals_reference,
+        layers_never_change_recall,
+        transfer_copies_every_record_and_keeps_recall,
+    );
 }

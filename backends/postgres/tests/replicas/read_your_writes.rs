@@ -26,8 +26,6 @@ use super::{drop_schema, eventually, store, unique_schema};
 const ROUNDS: usize = 20;
 /// The same, as the counters count.
 const ROUNDS_U64: u64 = ROUNDS as u64;
-/// The standby's replay delay.
-const DELAY: &str = "recovery_min_apply_delay=300ms";
 
 /// What the rounds saw.
 #[derive(Debug, Default)]
@@ -42,10 +40,7 @@ struct Seen {
 
 async fn rounds(wait: Duration, pushdown: bool) -> Option<(Seen, ReplicaReads)> {
     let cluster = crate::gate().await?;
-    let delayed: Server = cluster
-        .standby("delayed", &[DELAY])
-        .await
-        .expect("a delayed standby");
+    let delayed: Server = cluster.delayed_standby().await;
     let schema = unique_schema("ryw");
     let primary = cluster.primary.url.clone();
     let store = Arc::new(

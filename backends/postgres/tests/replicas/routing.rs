@@ -37,10 +37,7 @@ async fn reads_are_the_standbys() {
     let Some(cluster) = crate::gate().await else {
         return;
     };
-    let delayed = cluster
-        .standby("delayed", &["recovery_min_apply_delay=300ms"])
-        .await
-        .expect("a delayed standby");
+    let delayed = cluster.delayed_standby().await;
     let schema = unique_schema("route");
     let primary = cluster.primary.url.clone();
     let tune = |c: &mut cortex_postgres::PostgresConfig| {
@@ -139,10 +136,7 @@ async fn a_lagging_standby_is_skipped_until_it_catches_up() {
     let Some(cluster) = crate::gate().await else {
         return;
     };
-    let delayed = cluster
-        .standby("delayed", &["recovery_min_apply_delay=300ms"])
-        .await
-        .expect("a delayed standby");
+    let delayed = cluster.delayed_standby().await;
     let schema = unique_schema("lag");
     let primary = cluster.primary.url.clone();
     let store = Arc::new(

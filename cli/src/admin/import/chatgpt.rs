@@ -13,9 +13,8 @@ use std::io::BufRead;
 use cortex_core::memory::MemoryKind;
 use serde::Deserialize;
 
-use crate::admin::error::{AdminError, RecordName};
-use crate::admin::import::source::{Draft, Scope, Source, Unit, from_unix, tag, tag_with};
-use crate::admin::import::stream::read_array;
+use crate::admin::import::source::{Draft, Scope, Source, Unit, from_unix};
+use crate::admin::import::stream::{Conversations, conversation_unit};
 
 const EXPECTING: &str = "a JSON array of conversations (ChatGPT's conversations.json)";
 
@@ -77,28 +76,12 @@ struct MessageMetadata {
 }
 
 /// The export, read from `reader`.
-#[derive(Debug)]
-pub struct ChatGpt<R> {
-    pub reader: R,
-}
-
-impl<R: BufRead + Send> Source for ChatGpt<R> {
-    fn read(
-        self: Box<Self>,
-        scope: &Scope,
-        each: &mut dyn FnMut(Unit) -> bool,
-    ) -> Result<(), AdminError> {
-        let mut convert = |n, c: Conversation| unit_of(scope, n, c);
-        read_array(
-            self.reader,
-            scope,
-            "conversation",
-            EXPECTING,
-            &[],
-            &mut convert,
-            each,
-        )
-    }
+pub fn source<R: BufRead + Send + 'static>(reader: R) -> Box<dyn Source> {
+    Box::new(Conversations {
+        reader,
+        expecting: EXPECTING,
+        convert: unit_of,
+    })
 }
 
 fn unit_of(scope: &Scope, number: usize, conv: Conversation) -> Result<Unit, String> {
@@ -107,27 +90,12 @@ fn unit_of(scope: &Scope, number: usize, conv: Conversation) -> Result<Unit, Str
         .clone()
         .or_else(|| conv.conversation_id.clone())
         .ok_or("it has no `id`; is this ChatGPT's conversations.json?")?;
-    let mut unit = Unit::new(RecordName {
-        place: format!("conversation {number}"),
-        title: conv.title.clone(),
-        id: Some(id.clone()),
-    });
-    unit.count("conversation");
-    if !scope.wants_conversation(&id) {
-        unit.count("conversation not selected");
+    let (mut unit, tags) = conversation_unit(scope, number, "chatgpt", &id, conv.title.as_deref());
+    let Some(tags) = tags else {
         return Ok(unit);
-    }
-    unit.conversation = Some(id.clone());
+    };
     let branch = current_branch(&conv)?;
     let user = scope.user_for(None);
-    let tags: Vec<String> = [
-        tag("chatgpt"),
-        tag_with("conversation", &id),
-        conv.title.as_deref().and_then(|t| tag_with("title", t)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
     let started = conv.create_time.and_then(from_unix);
     let mut on_branch = 0;
     for node_id in &branch {

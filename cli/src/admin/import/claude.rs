@@ -13,9 +13,8 @@ use std::io::BufRead;
 use cortex_core::memory::MemoryKind;
 use serde::Deserialize;
 
-use crate::admin::error::{AdminError, RecordName};
-use crate::admin::import::source::{Draft, Scope, Source, Unit, parse_time, tag, tag_with};
-use crate::admin::import::stream::read_array;
+use crate::admin::import::source::{Draft, Scope, Source, Unit, parse_time};
+use crate::admin::import::stream::{Conversations, conversation_unit};
 
 const EXPECTING: &str = "a JSON array of conversations (Claude's conversations.json)";
 
@@ -56,28 +55,12 @@ struct Block {
 }
 
 /// The export, read from `reader`.
-#[derive(Debug)]
-pub struct Claude<R> {
-    pub reader: R,
-}
-
-impl<R: BufRead + Send> Source for Claude<R> {
-    fn read(
-        self: Box<Self>,
-        scope: &Scope,
-        each: &mut dyn FnMut(Unit) -> bool,
-    ) -> Result<(), AdminError> {
-        let mut convert = |n, c: Conversation| unit_of(scope, n, c);
-        read_array(
-            self.reader,
-            scope,
-            "conversation",
-            EXPECTING,
-            &[],
-            &mut convert,
-            each,
-        )
-    }
+pub fn source<R: BufRead + Send + 'static>(reader: R) -> Box<dyn Source> {
+    Box::new(Conversations {
+        reader,
+        expecting: EXPECTING,
+        convert: unit_of,
+    })
 }
 
 fn unit_of(scope: &Scope, number: usize, conv: Conversation) -> Result<Unit, String> {
@@ -89,27 +72,12 @@ fn unit_of(scope: &Scope, number: usize, conv: Conversation) -> Result<Unit, Str
         .chat_messages
         .as_ref()
         .ok_or("it has no `chat_messages`; is this Claude's conversations.json?")?;
-    let mut unit = Unit::new(RecordName {
-        place: format!("conversation {number}"),
-        title: conv.name.clone(),
-        id: Some(id.clone()),
-    });
-    unit.count("conversation");
-    if !scope.wants_conversation(&id) {
-        unit.count("conversation not selected");
+    let (mut unit, tags) = conversation_unit(scope, number, "claude", &id, conv.name.as_deref());
+    let Some(tags) = tags else {
         return Ok(unit);
-    }
-    unit.conversation = Some(id.clone());
+    };
     let branch = current_branch(messages, conv.current_leaf_message_uuid.as_deref())?;
     let user = scope.user_for(None);
-    let tags: Vec<String> = [
-        tag("claude"),
-        tag_with("conversation", &id),
-        conv.name.as_deref().and_then(|t| tag_with("title", t)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
     let started = conv.created_at.as_deref().and_then(parse_time);
     for &i in &branch {
         let Some(message) = messages.get(i) else {

@@ -16,14 +16,13 @@ use crate::admin::Context;
 use crate::admin::commands::print_json;
 use crate::admin::error::AdminError;
 use crate::admin::import::basic_memory::BasicMemory;
-use crate::admin::import::chatgpt::ChatGpt;
-use crate::admin::import::claude::Claude;
 use crate::admin::import::cortex::ExportReader;
 use crate::admin::import::foreign::{self, Outcome};
 use crate::admin::import::mcp_memory::McpMemory;
 use crate::admin::import::mem0::Mem0;
 use crate::admin::import::source::{Scope, Source, open_input};
 use crate::admin::import::writer::{Importer, LineCheck, Tally, Vectors};
+use crate::admin::import::{chatgpt, claude};
 use crate::admin::progress::Progress;
 use crate::cli::{ImportArgs, ImportFormat};
 
@@ -230,8 +229,8 @@ fn open_source(format: ImportFormat, path: &Path) -> Result<Box<dyn Source>, Adm
     }
     let reader = open_input(path)?;
     Ok(match format {
-        ImportFormat::Chatgpt => Box::new(ChatGpt { reader }),
-        ImportFormat::Claude => Box::new(Claude { reader }),
+        ImportFormat::Chatgpt => chatgpt::source(reader),
+        ImportFormat::Claude => claude::source(reader),
         ImportFormat::McpMemory => Box::new(McpMemory { reader }),
         _ => Box::new(Mem0 { reader }),
     })

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess};
 
 use crate::admin::error::{AdminError, RecordName};
-use crate::admin::import::source::{Scope, Tracker, Unit};
+use crate::admin::import::source::{Scope, Source, Tracker, Unit, tag, tag_with};
 
 /// Why a streamed read stopped before the end of the source.
 #[derive(Debug)]
@@ -182,6 +182,66 @@ pub fn read_array<T: DeserializeOwned>(
         StreamError::Bad(message) => tracker.bad(format!("{noun} {}", tracker.read + 1), message),
         StreamError::Io(e) => AdminError::io(&scope.input, e),
     })
+}
+
+/// A chat export: one JSON array of conversations, each turned into a unit by `convert`.
+/// ChatGPT's and Claude's differ only in the shape of a conversation.
+#[derive(Debug)]
+pub struct Conversations<R, T> {
+    pub reader: R,
+    /// What the file should be, for the error when it is not.
+    pub expecting: &'static str,
+    pub convert: fn(&Scope, usize, T) -> Result<Unit, String>,
+}
+
+impl<R: BufRead + Send, T: DeserializeOwned> Source for Conversations<R, T> {
+    fn read(
+        self: Box<Self>,
+        scope: &Scope,
+        each: &mut dyn FnMut(Unit) -> bool,
+    ) -> Result<(), AdminError> {
+        let convert = self.convert;
+        let mut convert = |number, conversation| convert(scope, number, conversation);
+        let noun = "conversation";
+        read_array(
+            self.reader,
+            scope,
+            noun,
+            self.expecting,
+            &[],
+            &mut convert,
+            each,
+        )
+    }
+}
+
+/// Conversation `number` of a chat export from `source` (`chatgpt`, `claude`), counted, and
+/// the tags of its memories (`source`, `conversation:<id>`, `title:<title>`). The tags are
+/// `None` when `--conversation` leaves it out; the unit then counts it as not selected.
+pub fn conversation_unit(
+    scope: &Scope,
+    number: usize,
+    source: &str,
+    id: &str,
+    title: Option<&str>,
+) -> (Unit, Option<Vec<String>>) {
+    let mut unit = Unit::new(RecordName {
+        place: format!("conversation {number}"),
+        title: title.map(str::to_owned),
+        id: Some(id.to_owned()),
+    });
+    unit.count("conversation");
+    if !scope.wants_conversation(id) {
+        unit.count("conversation not selected");
+        return (unit, None);
+    }
+    unit.conversation = Some(id.to_owned());
+    let tags = [
+        tag(source),
+        tag_with("conversation", id),
+        title.and_then(|t| tag_with("title", t)),
+    ];
+    (unit, Some(tags.into_iter().flatten().collect()))
 }
 
 /// Reads JSON Lines: each non-blank line one record, turned into a unit by `convert` (with
