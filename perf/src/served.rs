@@ -412,26 +412,28 @@ pub fn cache_figures(scrape: &str) -> Value {
 /// route and skip reason, and the share that fell back to the primary (the wait ran out, no
 /// standby served, or the standby failed mid-read). All zero without standbys.
 pub fn read_routes(scrape: &str) -> Value {
-    let count =
-        |series: &str, label: &str, value: &str| metric(scrape, series, &[(label, value)]) as u64;
-    let routes: serde_json::Map<String, Value> = cortex_postgres::ROUTES
-        .iter()
-        .map(|&r| {
-            (
-                r.to_owned(),
-                json!(count(cortex_postgres::READS_SERIES, "route", r)),
-            )
-        })
-        .collect();
-    let skips: serde_json::Map<String, Value> = cortex_postgres::SKIP_REASONS
-        .iter()
-        .map(|&r| {
-            (
-                r.to_owned(),
-                json!(count(cortex_postgres::SKIPS_SERIES, "reason", r)),
-            )
-        })
-        .collect();
+    // Each value of `label` with its series' count.
+    let by = |series: &str, label: &str, values: &[&str]| -> serde_json::Map<String, Value> {
+        values
+            .iter()
+            .map(|&v| {
+                (
+                    v.to_owned(),
+                    json!(metric(scrape, series, &[(label, v)]) as u64),
+                )
+            })
+            .collect()
+    };
+    let routes = by(
+        cortex_postgres::READS_SERIES,
+        "route",
+        &cortex_postgres::ROUTES,
+    );
+    let skips = by(
+        cortex_postgres::SKIPS_SERIES,
+        "reason",
+        &cortex_postgres::SKIP_REASONS,
+    );
     let total: u64 = routes.values().filter_map(Value::as_u64).sum();
     let fallback: u64 = routes
         .iter()
