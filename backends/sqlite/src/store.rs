@@ -337,8 +337,15 @@ impl MemoryStore for SqliteStore {
     ) -> StoreResult<Added> {
         let (memory, embedding) = (memory.clone(), embedding.to_vec());
         let signature = signature.clone();
-        self.write(move |tx| add_memory(tx, memory, &embedding, &signature))
-            .await
+        memory.check_records()?;
+        self.write(move |tx| {
+            let (seq, generation) = add_memory(tx, &memory, &embedding, &signature)?;
+            Ok(Added {
+                memory: memory.into_memory(seq),
+                generation,
+            })
+        })
+        .await
     }
 
     async fn get(&self, user: &str, id: &MemoryId) -> StoreResult<Option<Memory>> {

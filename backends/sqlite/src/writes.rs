@@ -6,7 +6,7 @@ use cortex_core::memory::Supersession;
 use cortex_core::record_tx::{self, RecordTx, existing_id, require_memory, run_ready};
 use cortex_core::{
     error::StoreError, error::StoreResult, new_memory::NewMemory, signature::EmbeddingSignature,
-    store::Added, transfer::Imported,
+    store::Generation, transfer::Imported,
 };
 use rusqlite::{Transaction, params};
 
@@ -62,16 +62,17 @@ pub(crate) fn insert_memory(
     .map_err(db_err)
 }
 
-/// A memory with its caller's records and supersessions, as `MemoryStore::add` writes it.
+/// A memory with its caller's records and supersessions, as `MemoryStore::add` writes it
+/// (its records checked by the caller, before the transaction): its sequence and the
+/// user's new generation.
 pub(crate) fn add_memory(
     tx: &Transaction<'_>,
-    memory: NewMemory,
+    memory: &NewMemory,
     embedding: &[f32],
     signature: &EmbeddingSignature,
-) -> StoreResult<Added> {
-    memory.check_records()?;
+) -> StoreResult<(i64, Generation)> {
     check_signature(tx, signature)?;
-    let seq = insert_memory(tx, &memory, embedding)?;
+    let seq = insert_memory(tx, memory, embedding)?;
     // Before the supersessions: a correction refused below takes its records back.
     if let Some(records) = &memory.records {
         let mut records_tx = SqliteRecords(tx);
@@ -96,10 +97,7 @@ pub(crate) fn add_memory(
         insert_supersession(tx, &memory.user_id, s)?;
     }
     let generation = bump_generation(tx, &memory.user_id)?;
-    Ok(Added {
-        memory: memory.into_memory(seq),
-        generation,
-    })
+    Ok((seq, generation))
 }
 
 /// A memory with its own id, unless that id is already the user's (or another user's:
@@ -114,7 +112,8 @@ pub(crate) fn import_memory(
     if let Some(done) = existing_id("memory", &memory.id, owner.as_deref(), &memory.user_id)? {
         return Ok(done);
     }
-    add_memory(tx, memory.clone(), embedding, signature)?;
+    memory.check_records()?;
+    add_memory(tx, memory, embedding, signature)?;
     Ok(Imported::Written)
 }
 

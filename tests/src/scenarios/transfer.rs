@@ -742,52 +742,70 @@ pub async fn transfer_size_is_known_on_disk(factory: &dyn StoreFactory) {
 
 /// A memory imported with a correction and the caller's structure has them written as
 /// `add` writes them, in its one transaction: the old memory superseded and the event on
-/// the timeline. Importing it again changes nothing.
+/// the timeline. Importing it again changes nothing, and a second correction of the same
+/// memory is refused whole: neither it nor its event is written.
 pub async fn transfer_import_memory_keeps_its_corrections_and_records(factory: &dyn StoreFactory) {
     let storage = factory.create().await;
     let store = transfer(&*storage).await;
-    if !crate::support::applies(
-        "transfer_import_memory_keeps_its_corrections_and_records",
-        "records",
-        store.capabilities().records,
-    ) {
-        return;
-    }
+    // The caller's structure only where the store claims it (others refuse it); the
+    // correction in every store.
+    let records = store.capabilities().records;
     let u = user("import-corrections");
     let (engine, _) = engine(store.clone());
     let old = remember_all(&engine, &u, &["Ada lives in Paris"]).await;
     let signature = store.signature().await.unwrap().unwrap();
-    let mut memory =
-        NewMemory::new(&u, "Ada lives in Lisbon", MemoryKind::Fact, &[], 10_000).unwrap();
-    memory.supersedes = vec![Supersession {
-        old_id: old[0].id,
-        new_id: memory.id,
-        reason: "moved".into(),
-        created_at: cortex_core::memory::now(),
-    }];
-    let event = Event {
-        memory_id: memory.id,
-        event_time: "2024-05-01T09:00:00Z".parse().unwrap(),
-        actor: Some("Ada".into()),
-        location: Some("Lisbon".into()),
-        event_type: Some("move".into()),
+    let correction = |content: &str| {
+        let mut memory = NewMemory::new(&u, content, MemoryKind::Fact, &[], 10_000).unwrap();
+        memory.supersedes = vec![Supersession {
+            old_id: old[0].id,
+            new_id: memory.id,
+            reason: "moved".into(),
+            created_at: cortex_core::memory::now(),
+        }];
+        let event = Event {
+            memory_id: memory.id,
+            event_time: "2024-05-01T09:00:00Z".parse().unwrap(),
+            actor: Some("Ada".into()),
+            location: None,
+            event_type: Some("move".into()),
+        };
+        memory.records = records.then(|| {
+            Box::new(ExtractionRecords {
+                memory_id: memory.id,
+                events: vec![event.clone()],
+                entities: Vec::new(),
+                links: Vec::new(),
+                edges: Vec::new(),
+            })
+        });
+        (memory, event)
     };
-    memory.records = Some(Box::new(ExtractionRecords {
-        memory_id: memory.id,
-        events: vec![event.clone()],
-        entities: Vec::new(),
-        links: Vec::new(),
-        edges: Vec::new(),
-    }));
+    let events = async || {
+        let timeline = store.timeline(&u, &TimeRange::default(), 10).await.unwrap();
+        timeline.into_iter().map(|t| t.event).collect::<Vec<_>>()
+    };
     let embedding = vec![0.5; DIM];
+    let (memory, event) = correction("Ada lives in Lisbon");
     for expected in [Imported::Written, Imported::Present] {
         let imported = store.import_memory(&memory, &embedding, &signature).await;
         assert_eq!(imported.unwrap(), expected);
         let history = store.supersessions(&u, &old[0].id).await.unwrap();
         assert_eq!(history.len(), 1, "{history:?}");
         assert_eq!(history[0].new_id, memory.id);
-        let timeline = store.timeline(&u, &TimeRange::default(), 10).await.unwrap();
-        let events: Vec<&Event> = timeline.iter().map(|t| &t.event).collect();
-        assert_eq!(events, [&event]);
+        if records {
+            assert_eq!(events().await, std::slice::from_ref(&event));
+        }
+    }
+
+    let (late, _) = correction("Ada lives in Porto");
+    let refused = store.import_memory(&late, &embedding, &signature).await;
+    assert!(
+        matches!(refused, Err(StoreError::AlreadySuperseded(id)) if id == old[0].id),
+        "{refused:?}"
+    );
+    assert_eq!(store.get(&u, &late.id).await.unwrap(), None);
+    assert_eq!(store.supersessions(&u, &old[0].id).await.unwrap().len(), 1);
+    if records {
+        assert_eq!(events().await, [event]);
     }
 }

@@ -3,8 +3,7 @@
 //! (`CORTEX_DATABASE_READ_URL`):
 //!
 //! - `conformance`: the conformance, enrichment and transfer suites, every read through
-//!   a standby on the pushdown, and those whose recall goes through the in-process
-//!   index's cache with that index;
+//!   a standby (with the pushdown and with the in-process index);
 //! - `routing`: reads really are a standby's; a store reading from a server that is not a
 //!   standby, or from one lagging past the bound, reads from the primary;
 //! - `read_your_writes`: under a replay delay (`recovery_min_apply_delay`), a user's read
